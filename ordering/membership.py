@@ -1,0 +1,149 @@
+"""Group membership in Redis: heartbeats, the live member list, and join/leave announcements.
+
+Each member writes its heartbeat to every Redis node (a sorted set scored by the
+node's own clock, so member clocks never matter) and announces joins and leaves on
+a pub/sub channel, so every member re-runs allocation at once. A member is live
+when any reachable node saw its heartbeat within ``member_timeout_ms``; one node
+down changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import redis
+
+from facade.names import RedisKeys
+from ordering.allocation import Member
+
+log = logging.getLogger(__name__)
+
+# KEYS[1] members zset, KEYS[2] info hash; ARGV[1] member id, ARGV[2] info json, ARGV[3] timeout ms.
+# Records the heartbeat at the node's clock, drops members silent for longer than the timeout,
+# and returns the live members as a flat list [id, info, id, info, ...].
+_HEARTBEAT = """
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[3]))
+for _, id in ipairs(dead) do redis.call('HDEL', KEYS[2], id) end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[3]))
+local live = redis.call('ZRANGE', KEYS[1], 0, -1)
+local out = {}
+for _, id in ipairs(live) do
+  out[#out + 1] = id
+  out[#out + 1] = redis.call('HGET', KEYS[2], id) or '{}'
+end
+return out
+"""
+
+
+@dataclass(frozen=True)
+class MembershipSettings:
+    """Timings of membership (ms)."""
+
+    heartbeat_interval_ms: int = 1000
+    member_timeout_ms: int = 10000
+
+    def __post_init__(self) -> None:
+        if self.heartbeat_interval_ms <= 0 or self.member_timeout_ms <= 2 * self.heartbeat_interval_ms:
+            raise ValueError("member_timeout_ms must exceed two heartbeat intervals, both positive")
+
+
+class Membership:
+    """Registers one member of a group and tells who is live.
+
+    Parameters:
+        redis_urls: the Redis nodes (all of them get every heartbeat).
+        group: consumer group name.
+        member: this member (id and machine room).
+        on_change: called (from a background thread) when a join or leave is announced.
+    """
+
+    def __init__(self, redis_urls: list[str], group: str, member: Member, keys: RedisKeys,
+                 settings: MembershipSettings = MembershipSettings(), on_change: Callable[[], None] | None = None) -> None:
+        self.group, self.member, self.settings = group, member, settings
+        self._clients = [redis.Redis.from_url(u, socket_timeout=0.5, socket_connect_timeout=0.5) for u in redis_urls]
+        self._scripts = [c.register_script(_HEARTBEAT) for c in self._clients]
+        self._keys = (keys.members(group), keys.member_info(group))
+        self._channel = keys.membership_channel(group)
+        self._pool = ThreadPoolExecutor(max_workers=len(self._clients), thread_name_prefix="rk-members")
+        self._on_change = on_change
+        self._stop = threading.Event()
+        self._listeners: list[threading.Thread] = []
+        self._info = json.dumps({"room": member.room})
+
+    def join(self) -> list[Member]:
+        """Heartbeat once, start listening for announcements, announce the join; returns live members."""
+        for client in self._clients:
+            t = threading.Thread(target=self._listen, args=(client,), daemon=True, name="rk-members-listen")
+            t.start()
+            self._listeners.append(t)
+        members = self.heartbeat()
+        self._publish("join")
+        return members
+
+    def heartbeat(self) -> list[Member]:
+        """Record this member's heartbeat on every node; returns the live members (union of answering nodes)."""
+        futures = [self._pool.submit(s, keys=list(self._keys), args=[self.member.id, self._info, self.settings.member_timeout_ms])
+                   for s in self._scripts]
+        live: dict[str, Member] = {}
+        answered = 0
+        for future in futures:
+            try:
+                flat = future.result()
+            except redis.RedisError as exc:
+                log.debug("heartbeat to a Redis node failed: %s", exc)
+                continue
+            answered += 1
+            for i in range(0, len(flat), 2):
+                mid = flat[i].decode()
+                room = json.loads(flat[i + 1] or b"{}").get("room", "")
+                live[mid] = Member(mid, room)
+        if not answered:
+            raise redis.ConnectionError("no Redis node answered the membership heartbeat")
+        return sorted(live.values())
+
+    def leave(self) -> None:
+        """Remove this member everywhere and announce it, so the others rebalance at once."""
+        self._stop.set()
+        for client in self._clients:
+            try:
+                client.zrem(self._keys[0], self.member.id)
+                client.hdel(self._keys[1], self.member.id)
+            except redis.RedisError:
+                pass
+        self._publish("leave")
+        self._pool.shutdown(wait=False)
+        for client in self._clients:
+            client.close()
+
+    def _publish(self, event: str) -> None:
+        payload = json.dumps({"event": event, "member": self.member.id})
+        for client in self._clients:
+            try:
+                client.publish(self._channel, payload)
+            except redis.RedisError:
+                pass
+
+    def _listen(self, client: redis.Redis) -> None:
+        """Follow one node's announcements, reconnecting while the member lives."""
+        while not self._stop.is_set():
+            try:
+                pubsub = client.pubsub(ignore_subscribe_messages=True)
+                pubsub.subscribe(self._channel)
+                while not self._stop.is_set():
+                    message = pubsub.get_message(timeout=0.2)
+                    if message and self._on_change:
+                        sender = json.loads(message["data"]).get("member")
+                        if sender != self.member.id:
+                            self._on_change()
+                pubsub.close()
+            except (redis.RedisError, OSError, ValueError):
+                self._stop.wait(0.5)

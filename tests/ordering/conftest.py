@@ -1,0 +1,51 @@
+"""Shared helpers for consumer tests: fast timings and a producer of numbered messages."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from facade import Message, Producer
+
+#: Short timings so membership and lock changes happen within a test's patience.
+FAST = dict(heartbeat_interval_ms=200, member_timeout_ms=2000, lock_lease_ms=3000, lock_renew_interval_ms=1000,
+            lock_client_expiry_ms=2000, rebalance_interval_ms=2000, commit_interval_ms=200)
+
+
+def wait_until(predicate, timeout: float = 30.0, interval: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return False
+
+
+@pytest.fixture
+def produce(rk_settings):
+    """``produce(topic, n, tags=None, key_of=None) -> [msg ids]`` with acks."""
+    producer = Producer("test-producer", settings=rk_settings)
+    producer.start()
+
+    def send(topic: str, n: int, tags=None, key_of=None, body=b"x" * 100) -> list[str]:
+        ids, results = [], []
+        for i in range(n):
+            msg = Message(topic, body=body, tags=tags(i) if callable(tags) else tags)
+            if key_of:
+                producer.send_async(msg, results.append, selector=_hash, arg=key_of(i))
+            else:
+                producer.send_async(msg, results.append)
+            ids.append(msg.id)
+        assert producer.flush(30) == 0
+        assert len(results) == n
+        return ids
+
+    yield send
+    producer.shutdown()
+
+
+def _hash(n, msg, arg):
+    from facade.selectors import hash_selector
+
+    return hash_selector(n, msg, arg)

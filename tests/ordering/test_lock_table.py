@@ -1,0 +1,337 @@
+"""The partition lock table against three real Redis nodes: who may hold a partition, and when.
+
+Each test reads as one guarantee of the lock table (DESIGN §3, "Order" and "No loss"):
+one owner per partition, hand-over only after unlock or lease expiry, the old owner
+knows it lost before the new one wins, fencing tokens only grow (also across node
+restarts), one node of three may be down or slow, two down means nothing is held.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+import redis
+
+from facade.errors import ConfigError, StateError
+from ordering.locks import LockRenewer, LockSettings, LockTable, bench_renew
+
+pytestmark = pytest.mark.integration
+
+#: Short timings: a lease of 1 s, lost at the client after 0.7 s without a renewal.
+SHORT = LockSettings(lease_ms=1000, renew_interval_ms=200, client_expiry_ms=700, socket_timeout_ms=200)
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 10.0, interval: float = 0.02) -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if result := predicate():
+            return result
+        time.sleep(interval)
+    return None
+
+
+@pytest.fixture
+def tables(rk_backend, rk_settings, rk_group) -> Iterator[Callable[..., LockTable]]:
+    """``tables(owner, settings=LockSettings())``: lock tables of one group, closed after the test."""
+    made: list[LockTable] = []
+
+    def make(owner: str, settings: LockSettings = LockSettings()) -> LockTable:
+        table = LockTable(rk_backend.redis_urls, rk_group, owner, rk_settings.keys, settings)
+        made.append(table)
+        return table
+
+    yield make
+    for table in made:
+        table.close()
+
+
+@pytest.fixture
+def nodes(rk_backend) -> Iterator[object]:
+    """Stop and restart Redis nodes (restarted empty); every node runs again after the test."""
+    stopped: set[int] = set()
+
+    class Nodes:
+        def stop(self, index: int) -> None:
+            rk_backend.stop_redis(index)
+            stopped.add(index)
+
+        def start(self, index: int) -> None:
+            rk_backend.start_redis(index)
+            stopped.discard(index)
+
+        def restart_empty(self, index: int) -> None:
+            self.stop(index)
+            self.start(index)
+
+    yield Nodes()  # a backend that cannot stop nodes raises NotImplementedError: the test fails, loudly
+    for index in sorted(stopped):
+        rk_backend.start_redis(index)
+
+
+def fence_counters(rk_backend, rk_settings, group: str, tp: tuple[str, int]) -> list[int | None]:
+    values = []
+    for url in rk_backend.redis_urls:
+        raw = redis.Redis.from_url(url).get(rk_settings.keys.fence(group, *tp))
+        values.append(None if raw is None else int(raw))
+    return values
+
+
+P = [("orders", p) for p in range(8)]
+
+
+# -- mutual exclusion ------------------------------------------------------------------------------
+def test_exactly_one_owner_wins_each_partition_when_two_compete(tables):
+    a, b = tables("A"), tables("B")
+    won: dict[str, dict] = {}
+    start = threading.Barrier(2)
+
+    def compete(name: str, table: LockTable) -> None:
+        start.wait()
+        won[name] = table.lock_batch(P)
+
+    threads = [threading.Thread(target=compete, args=(n, t)) for n, t in (("A", a), ("B", b))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not won["A"].keys() & won["B"].keys()
+    assert won["A"].keys() | won["B"].keys() == set(P)
+    assert {tp for tp in P if a.is_held(tp)} == won["A"].keys()
+    assert {tp for tp in P if b.is_held(tp)} == won["B"].keys()
+    # a second round changes nothing: held partitions stay with their owner
+    assert b.lock_batch(won["A"]) == {}
+    assert a.lock_batch(won["B"]) == {}
+
+
+def test_lock_batch_is_reentrant_and_keeps_the_fencing_token(tables):
+    a = tables("A")
+    first = a.lock_batch(P[:2])
+    again = a.lock_batch(P)
+    assert again.keys() == set(P)
+    for tp in P[:2]:
+        assert again[tp].fencing_token == first[tp].fencing_token
+        assert again[tp].valid_until > first[tp].valid_until
+    assert a.held().keys() == set(P)
+
+
+def test_other_owner_wins_after_unlock_with_a_larger_fencing_token(tables):
+    a, b = tables("A"), tables("B")
+    token_a = a.lock_batch(P[:1])[P[0]].fencing_token
+    assert b.lock_batch(P[:1]) == {}
+    a.unlock_batch(P[:1])
+    assert not a.is_held(P[0]) and a.fencing_token(P[0]) is None
+    won = b.lock_batch(P[:1])
+    assert won[P[0]].fencing_token > token_a
+    assert b.fencing_token(P[0]) == won[P[0]].fencing_token
+
+
+def test_other_owner_wins_after_lease_expiry_and_the_old_owner_knew_first(tables):
+    a, b = tables("A", SHORT), tables("B", SHORT)
+    held_a = a.lock_batch(P[:1])[P[0]]
+    assert b.lock_batch(P[:1]) == {}
+
+    won = wait_until(lambda: b.lock_batch(P[:1]), timeout=5)  # A never renews
+    won_at = time.monotonic()
+
+    assert won, "B never won after A's lease expired"
+    assert not a.is_held(P[0])
+    assert held_a.valid_until < won_at - 0.2  # A gave up well before B could win
+    assert won[P[0]].fencing_token > held_a.fencing_token
+    assert a.renew_batch() == {P[0]}  # A learns it on its next renewal ...
+    assert b.describe(P[0])["owner"] == "B"  # ... and its release does not touch B's entry
+
+
+def test_stale_unlock_does_not_release_the_new_owners_lock(tables):
+    a, b = tables("A", SHORT), tables("B", SHORT)
+    a.lock_batch(P[:1])
+    assert wait_until(lambda: b.lock_batch(P[:1]), timeout=5)
+    before = b.describe(P[0])  # B won a quorum; A's entry may linger on a node whose copy expires later
+    a.unlock_batch(P[:1])  # A still believes it had it: its token no longer matches B's entries
+    after = b.describe(P[0])
+    assert before["owner"] == after["owner"] == "B"
+    assert after["votes"] == before["votes"] >= 2
+
+
+def test_renewals_keep_the_lock_past_its_lease(tables):
+    a, b = tables("A", SHORT), tables("B", SHORT)
+    token = a.lock_batch(P[:2])[P[0]].fencing_token
+    lost: list[set] = []
+    with LockRenewer(a, on_lost=lost.append):
+        deadline = time.monotonic() + 2.5 * SHORT.lease_ms / 1000
+        while time.monotonic() < deadline:
+            assert b.lock_batch(P[:2]) == {}
+            time.sleep(0.1)
+    assert lost == []
+    assert a.is_held(P[0]) and a.fencing_token(P[0]) == token
+
+
+def test_renew_due_after_the_interval(tables):
+    a = tables("A", SHORT)
+    assert not a.renew_due()  # nothing held
+    a.lock_batch(P[:1])
+    assert not a.renew_due()
+    assert wait_until(a.renew_due, timeout=2)
+    assert a.renew_batch() == set()
+    assert not a.renew_due()
+
+
+def test_close_releases_every_lock_and_refuses_further_use(tables):
+    a, b = tables("A"), tables("B")
+    a.lock_batch(P)
+    a.close()
+    assert b.lock_batch(P).keys() == set(P)
+    with pytest.raises(StateError):
+        a.lock_batch(P[:1])
+    with pytest.raises(StateError):
+        a.renew_batch()
+    a.close()  # idempotent
+
+
+# -- fencing tokens ----------------------------------------------------------------------------------
+def test_fencing_tokens_strictly_increase_across_acquisitions(tables):
+    owners = [tables("A"), tables("B"), tables("C")]
+    tokens = []
+    for i in range(9):
+        table = owners[i % 3]
+        tokens.append(table.lock_batch(P[:1])[P[0]].fencing_token)
+        table.unlock_batch(P[:1])
+    assert tokens == sorted(set(tokens)), tokens
+
+
+def test_fencing_token_increases_after_a_node_restarted_empty(tables, nodes, rk_backend, rk_settings, rk_group):
+    a, b = tables("A"), tables("B")
+    first = a.lock_batch(P[:1])[P[0]].fencing_token
+    a.unlock_batch(P[:1])
+    nodes.restart_empty(0)
+    assert fence_counters(rk_backend, rk_settings, rk_group, P[0])[0] is None  # node 0 forgot everything
+    second = b.lock_batch(P[:1])[P[0]].fencing_token
+    assert second > first
+    assert fence_counters(rk_backend, rk_settings, rk_group, P[0]) == [second] * 3  # written back everywhere
+
+
+def test_renewals_heal_nodes_so_every_node_may_restart_once(tables, nodes, rk_backend, rk_settings, rk_group):
+    a, b = tables("A"), tables("B")
+    first = a.lock_batch(P[:1])[P[0]].fencing_token
+    for index in range(3):  # each node in turn loses all its data; A renews in between
+        nodes.restart_empty(index)
+        assert a.renew_batch() == set()
+        assert a.describe(P[0])["votes"] == 3
+    assert fence_counters(rk_backend, rk_settings, rk_group, P[0]) == [first] * 3
+    a.unlock_batch(P[:1])
+    assert b.lock_batch(P[:1])[P[0]].fencing_token > first
+
+
+# -- node failures ----------------------------------------------------------------------------------------
+def test_locking_works_with_one_of_three_nodes_down(tables, nodes):
+    a, b = tables("A"), tables("B")
+    nodes.stop(2)
+    won = a.lock_batch(P)
+    assert won.keys() == set(P)
+    assert b.lock_batch(P) == {}
+    assert a.renew_batch() == set()
+    assert a.describe(P[0])["votes"] == 2
+    nodes.start(2)
+    assert a.renew_batch() == set()  # the restarted node gets the entries back
+    assert a.describe(P[0])["votes"] == 3
+
+
+def test_with_two_of_three_nodes_down_nothing_is_won_and_held_locks_are_lost(tables, nodes):
+    a, b = tables("A"), tables("B")
+    token = a.lock_batch(P[:4])[P[0]].fencing_token
+    nodes.stop(1)
+    nodes.stop(2)
+    assert a.renew_batch() == set(P[:4])
+    assert a.held() == {} and not a.is_held(P[0])
+    assert a.lock_batch(P[4:]) == {}
+    assert b.lock_batch(P) == {}
+    nodes.start(1)
+    nodes.start(2)
+    # A released what it still had on node 0, nodes 1 and 2 came back empty: B may lock now,
+    # and node 0 still knows A's token
+    won = b.lock_batch(P[:1])
+    assert won[P[0]].fencing_token > token
+
+
+def test_renewer_reports_locks_lost_when_a_quorum_is_gone(tables, nodes):
+    a = tables("A", SHORT)
+    a.lock_batch(P[:3])
+    lost: list[set] = []
+    with LockRenewer(a, on_lost=lost.append):
+        nodes.stop(0)
+        nodes.stop(1)
+        assert wait_until(lambda: lost, timeout=3)
+    assert set().union(*lost) == set(P[:3])
+    assert a.held() == {}
+
+
+def test_a_slow_node_is_a_no_vote_and_does_not_hold_up_the_batch(tables, rk_backend):
+    a = tables("A")  # socket timeout 200 ms
+    slow = redis.Redis.from_url(rk_backend.redis_urls[0])
+    sleeper = threading.Thread(target=slow.execute_command, args=("DEBUG", "SLEEP", "2"))
+    sleeper.start()
+    try:
+        time.sleep(0.05)
+        started = time.monotonic()
+        won = a.lock_batch(P)
+        elapsed = time.monotonic() - started
+    finally:
+        sleeper.join()
+    assert won.keys() == set(P)
+    assert elapsed < 1.5  # two rounds, each bounded by the socket timeout, not by the 2 s sleep
+
+
+# -- transition state ---------------------------------------------------------------------------------------
+def test_recorded_progress_reaches_the_entry_with_the_next_renewal(tables):
+    a, b = tables("A"), tables("B")
+    held = a.lock_batch(P[:1])[P[0]]
+    before = b.describe(P[0])
+    assert before["owner"] == "A" and before["delivered"] is None and before["acked"] is None
+    a.record_progress(P[0], delivered=42, acked=40)
+    assert a.renew_batch() == set()
+    entry = b.describe(P[0])
+    assert entry["owner"] == "A"
+    assert entry["fencing_token"] == held.fencing_token
+    assert (entry["delivered"], entry["acked"]) == (42, 40)
+    assert 0 < entry["ttl_ms"] <= LockSettings().lease_ms
+    assert entry["votes"] == 3
+    a.record_progress(P[0], delivered=50, acked=50)
+    a.lock_batch(P[:1])  # a re-entrant lock_batch is a renewal too
+    assert (b.describe(P[0])["delivered"], b.describe(P[0])["acked"]) == (50, 50)
+    a.unlock_batch(P[:1])
+    assert b.describe(P[0]) is None
+
+
+def test_describe_of_a_free_partition_is_none(tables):
+    assert tables("A").describe(P[0]) is None
+
+
+def test_record_progress_refuses_non_integers(tables):
+    a = tables("A")
+    a.lock_batch(P[:1])
+    with pytest.raises(TypeError):
+        a.record_progress(P[0], "42", 40)
+
+
+def test_bad_arguments_fail_at_the_call(rk_backend, rk_settings, rk_group):
+    with pytest.raises(ConfigError):
+        LockTable([], rk_group, "A", rk_settings.keys)
+    with pytest.raises(ConfigError):
+        LockTable(rk_backend.redis_urls, rk_group, "", rk_settings.keys)
+    with pytest.raises(ConfigError):
+        LockTable(["http://nowhere"], rk_group, "A", rk_settings.keys)
+    with LockTable(rk_backend.redis_urls, rk_group, "A", rk_settings.keys) as table:
+        with pytest.raises(ValueError):
+            table.lock_batch([("orders", -1)])
+        with pytest.raises(ValueError):
+            table.lock_batch(["orders"])
+
+
+# -- figure for the benchmark ------------------------------------------------------------------------------------
+def test_bench_renew_reports_the_time_of_one_batch_renewal(rk_backend, record_property):
+    seconds = bench_renew(rk_backend.redis_urls, n_locks=1000)
+    record_property("renew_1000_locks_ms", round(seconds * 1000, 2))
+    print(f"\nrenew_batch of 1000 locks on {len(rk_backend.redis_urls)} nodes: {seconds * 1000:.1f} ms")
+    assert seconds > 0
