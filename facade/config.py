@@ -13,6 +13,7 @@ the addresses ``rocketkafka dev up`` recorded.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,10 @@ from typing_extensions import Annotated
 
 from facade.errors import ConfigError
 from facade.names import DEFAULT_TOPIC_PREFIX, RedisKeys, TopicNames, is_valid_topic_name
+
+
+#: Where librdkafka's log lines go (quiet them with ``logging.getLogger("rocketkafka.rdkafka").setLevel``).
+RDKAFKA_LOG = logging.getLogger("rocketkafka.rdkafka")
 
 
 def state_dir() -> Path:
@@ -101,8 +106,11 @@ class Settings(BaseSettings):
         return settings
 
     def kafka_config(self, **extra: Any) -> dict[str, Any]:
-        """A confluent-kafka config dict: ``bootstrap.servers`` + ``kafka`` + ``extra``."""
-        return {"bootstrap.servers": self.bootstrap_servers, **self.kafka, **extra}
+        """A confluent-kafka config dict: ``bootstrap.servers`` + ``kafka`` + ``extra``.
+
+        librdkafka's own log lines go to the Python logger ``rocketkafka.rdkafka`` instead of stderr.
+        """
+        return {"bootstrap.servers": self.bootstrap_servers, "logger": RDKAFKA_LOG, **self.kafka, **extra}
 
     def require_redis(self) -> list[str]:
         """The Redis URLs, or a clear error for clients that need the lock table."""

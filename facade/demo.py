@@ -9,6 +9,7 @@ was lost or consumed twice.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -40,6 +41,7 @@ def run_demo(messages: int = 200) -> None:
     from ordering.push_consumer import PushConsumer
 
     failures: list[str] = []
+    logging.getLogger("rocketkafka.rdkafka").setLevel(logging.CRITICAL)  # clients outliving the stack just complain
     _step("starting the embedded stack (Tansu broker + 3 Redis nodes)")
     with DevStack(redis_nodes=3) as stack:
         settings = stack_settings(stack)

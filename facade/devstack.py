@@ -287,9 +287,9 @@ def dev_down() -> bool:
 
 
 def _cmdline_matches(node: dict) -> bool:
-    """Guard against a recycled pid: the process must still run our binary."""
+    """Guard against a recycled pid: the process must still run our binary (redis rewrites its title: ask exe)."""
     try:
-        cmd = Path(f"/proc/{node['pid']}/cmdline").read_bytes().split(b"\0")[0].decode()
+        exe = os.readlink(f"/proc/{node['pid']}/exe")
     except OSError:
         return False
-    return bool(node.get("args")) and cmd == node["args"][0]
+    return bool(node.get("args")) and Path(exe) == Path(node["args"][0]).resolve()

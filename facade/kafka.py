@@ -15,7 +15,11 @@ from typing import Any
 from facade.config import Settings
 from facade.errors import MessageError
 from facade.message import Message
-from facade.sender import Record, Sender
+from facade.msgid import new_msg_id_bytes
+from facade.names import Header
+from facade.sender import Sender
+
+_MSG_ID = Header.MSG_ID
 
 
 class Producer:
@@ -34,9 +38,12 @@ class Producer:
         redis_urls = config.pop("rocketkafka.redis.urls", None)
         prefix = config.pop("rocketkafka.topic.prefix", None)
         group = config.pop("rocketkafka.producer.group", None)
-        self.settings = Settings.load({"bootstrap.servers": config.pop("bootstrap.servers", None)} if "bootstrap.servers" in config else None,
-                                      redis_urls, topic_prefix=prefix)
+        servers = config.pop("bootstrap.servers", None)
+        self.settings = Settings.load({"bootstrap.servers": servers} if servers else None, redis_urls, topic_prefix=prefix)
         self._sender = Sender(self.settings, config, group)
+        self._kafka = self._sender.kafka
+        self._plain_limit = self._sender.max_bytes // 2  # below this a plain record needs no size check
+        self._known_topics: set[str] = set()
 
     def produce(self, topic: str, value: bytes | None = None, key: bytes | str | None = None, partition: int = -1,
                 on_delivery: Callable[[Any, Any], None] | None = None, timestamp: int = 0,
@@ -44,35 +51,47 @@ class Producer:
                 tags: str | None = None, keys: str | Iterable[str] | None = None, properties: dict[str, str] | None = None,
                 delay_level: int = 0, delay: timedelta | float | None = None, deliver_at: datetime | float | None = None) -> None:
         """Queue one record, like ``confluent_kafka.Producer.produce``; raises on bad input before queuing."""
+        on_delivery = on_delivery or callback
+        if (type(value) is bytes and len(value) < self._plain_limit and partition == -1 and not timestamp and headers is None
+                and tags is None and keys is None and properties is None and not delay_level and delay is None
+                and deliver_at is None):
+            self._produce_plain(topic, value, key, on_delivery)
+            return
         props = dict(properties or {})
         for name, val in (headers.items() if isinstance(headers, dict) else headers or []):
             props[name] = val.decode() if isinstance(val, (bytes, bytearray)) else str(val)
         msg = Message(topic, b"" if value is None else (value.encode() if isinstance(value, str) else value), tags=tags,
                       keys=keys, properties=props, delay_time_level=delay_level, deliver_at=deliver_at, delay=delay)
-        prepared = self._sender.prepare(msg)
-        if partition != -1:
-            if not isinstance(partition, int) or not 0 <= partition < self._sender.partitions(topic):
-                raise MessageError(f"partition {partition!r} does not exist in topic {topic!r}")
-            if prepared.topic == topic:
-                prepared = _with(prepared, partition=partition)
-        if key is not None:
-            prepared = _with(prepared, key=key.encode() if isinstance(key, str) else key)
-        self._sender.produce(prepared, on_delivery or callback)
+        if partition != -1 and (not isinstance(partition, int) or not 0 <= partition < self._sender.partitions(topic)):
+            raise MessageError(f"partition {partition!r} does not exist in topic {topic!r}")
+        record = self._sender.prepare(msg, (lambda n, m, a: partition) if partition != -1 else None)
+        if key is not None and record.topic == topic:
+            record.key = key.encode() if isinstance(key, str) else key
+        self._sender.produce(record, on_delivery)
+
+    def _produce_plain(self, topic: str, value: bytes, key: bytes | str | None, on_delivery: Callable | None) -> None:
+        """The hot path: a message id header only (the born time is the record's CreateTime), no Message object."""
+        if topic not in self._known_topics:
+            self._sender.partitions(topic)  # raises TopicNotFoundError
+            self._known_topics.add(topic)
+        headers = [(_MSG_ID, new_msg_id_bytes())]
+        try:
+            if on_delivery is None:
+                self._kafka.produce(topic, value, key, headers=headers)
+            else:
+                self._kafka.produce(topic, value, key, headers=headers, on_delivery=on_delivery)
+        except BufferError:
+            self._kafka.poll(0.05)
+            self._produce_plain(topic, value, key, on_delivery)
 
     def poll(self, timeout: float = 0) -> int:
-        return self._sender.kafka.poll(timeout)
+        return self._kafka.poll(timeout)
 
     def flush(self, timeout: float = -1) -> int:
-        return self._sender.kafka.flush(timeout) if timeout >= 0 else self._sender.kafka.flush()
+        return self._kafka.flush(timeout) if timeout >= 0 else self._kafka.flush()
 
     def __len__(self) -> int:
-        return len(self._sender.kafka)
+        return len(self._kafka)
 
     def close(self) -> None:
         self._sender.close()
-
-
-def _with(record: Record, **changes: Any) -> Record:
-    from dataclasses import replace
-
-    return replace(record, **changes)

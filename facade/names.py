@@ -110,6 +110,10 @@ class TopicNames:
         """``TRANS_CHECK_MAXTIME_TOPIC``: halves checked too often."""
         return f"{self.prefix}.txn.maxcheck"
 
+    def txn_checker_group(self) -> str:
+        """``CID_RMQ_SYS_TRANS``: the transaction checker's system group (offsets, partition locks)."""
+        return f"{self.prefix}.txn.checker"
+
     def is_internal(self, topic: str) -> bool:
         """True for topics this project owns."""
         return topic.startswith(self.prefix + ".")
@@ -140,6 +144,10 @@ class RedisKeys:
     def fence(self, group: str, topic: str, partition: int) -> str:
         """Counter: the fencing token sequence of one lock."""
         return f"{self.prefix}:{{{group}}}:fence:{topic}:{partition}"
+
+    def transaction_end(self, producer_group: str, transaction_id: str) -> str:
+        """String: how a transaction ended (``C`` real message durable, ``R`` rolled back)."""
+        return f"{self.prefix}:{{{producer_group}}}:txn-end:{transaction_id}"
 
     def consumed(self, group: str, msg_id: str) -> str:
         """String: idempotent-consume state of one message id."""

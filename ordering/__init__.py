@@ -10,10 +10,13 @@ from ordering.allocation import (
     Member,
     strategy_named,
 )
+from ordering.locks import Held, LockRenewer, LockSettings, LockTable, bench_renew
+from ordering.membership import Membership, MembershipSettings
 from ordering.options import ConsumerOptions
 from ordering.push_consumer import PushConsumer, Subscription
 
 __all__ = sorted([
-    "AllocationStrategy", "Averagely", "AveragelyByCircle", "ByConfig", "ConsistentHash", "ConsumerOptions",
-    "MachineRoomNearby", "Member", "PushConsumer", "Subscription", "strategy_named",
+    "AllocationStrategy", "Averagely", "AveragelyByCircle", "ByConfig", "ConsistentHash", "ConsumerOptions", "Held",
+    "LockRenewer", "LockSettings", "LockTable", "MachineRoomNearby", "Member", "Membership", "MembershipSettings",
+    "PushConsumer", "Subscription", "bench_renew", "strategy_named",
 ])

@@ -9,6 +9,7 @@ import uuid
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from facade.message import ConsumeFromWhere, MessageModel
+from ordering.locks import LockSettings
 
 
 def default_instance_name() -> str:
@@ -51,12 +52,16 @@ class ConsumerOptions(BaseModel):
     suspend_current_queue_time_ms: int = Field(1_000, ge=0, description="orderly: pause after SUSPEND")
     max_continuous_consume_ms: int = Field(60_000, gt=0, description="orderly: yield a partition after this long")
 
+    def lock_settings(self) -> LockSettings:
+        """The lock table's settings from these options."""
+        return LockSettings(lease_ms=self.lock_lease_ms, renew_interval_ms=self.lock_renew_interval_ms,
+                            client_expiry_ms=self.lock_client_expiry_ms)
+
     @model_validator(mode="after")
     def _check(self) -> ConsumerOptions:
         if self.member_timeout_ms <= 2 * self.heartbeat_interval_ms:
             raise ValueError("member_timeout_ms must exceed two heartbeat intervals")
-        if not self.lock_renew_interval_ms < self.lock_client_expiry_ms <= self.lock_lease_ms:
-            raise ValueError("need lock_renew_interval_ms < lock_client_expiry_ms <= lock_lease_ms")
+        self.lock_settings()  # the lock table's own rules (ConfigError names the one broken)
         if self.consume_from_where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP and self.consume_timestamp_ms is None:
             raise ValueError("CONSUME_FROM_TIMESTAMP needs consume_timestamp_ms")
         return self

@@ -16,8 +16,6 @@ times (no sleeping per partition, no polling).
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import logging
 import threading
 import time
@@ -25,6 +23,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from facade.message import ConsumeOrderlyStatus, Suspend
+from ordering.dispatch import DueTimers
 from ordering.process_queue import Batch, ProcessQueue
 
 if TYPE_CHECKING:
@@ -43,11 +42,8 @@ class OrderlyDispatch:
         self._in_flight: set[ProcessQueue] = set()
         self._attempts: dict[tuple[ProcessQueue, int], int] = {}  # (queue, offset) -> failed tries
         self._lock = threading.Lock()
-        self._timers: list[tuple[float, int, ProcessQueue]] = []
-        self._seq = itertools.count()
-        self._wake = threading.Condition(self._lock)
+        self._timers = DueTimers(self._lock, self._schedule, "rk-orderly-scheduler")
         self._closed = False
-        threading.Thread(target=self._scheduler, name="rk-orderly-scheduler", daemon=True).start()
 
     # -- Dispatch protocol (poll thread) --------------------------------------------
     def submit(self, batch: Batch) -> None:
@@ -63,16 +59,14 @@ class OrderlyDispatch:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            self._wake.notify()
+            self._timers.close()
 
     # -- scheduling (callers hold self._lock) ---------------------------------------
     def _schedule(self, pq: ProcessQueue) -> None:
-        if pq in self._in_flight or pq.dropped or not self._pending.get(pq):
+        if self._closed or pq in self._in_flight or pq.dropped or not self._pending.get(pq):
             return
-        now = time.monotonic()
-        if pq.suspended_until > now:
-            heapq.heappush(self._timers, (pq.suspended_until, next(self._seq), pq))
-            self._wake.notify()
+        if pq.suspended_until > time.monotonic():
+            self._timers.add(pq.suspended_until, pq)
             return
         self._in_flight.add(pq)
         self.consumer._pool.submit(self._run, pq)
@@ -81,16 +75,6 @@ class OrderlyDispatch:
         self._pending.pop(pq, None)
         for key in [k for k in self._attempts if k[0] is pq]:
             del self._attempts[key]
-
-    def _scheduler(self) -> None:
-        with self._lock:
-            while not self._closed:
-                timeout = self._timers[0][0] - time.monotonic() if self._timers else None
-                if timeout is None or timeout > 0:
-                    self._wake.wait(timeout)
-                    continue
-                _, _, pq = heapq.heappop(self._timers)
-                self._schedule(pq)
 
     # -- worker ---------------------------------------------------------------------
     def _run(self, pq: ProcessQueue) -> None:
@@ -120,45 +104,50 @@ class OrderlyDispatch:
         if not pq.admit(batch):
             return False
         try:
-            for record in batch.records:
-                if record.offset() < batch.position:
-                    continue
+            for i in range(batch.index, len(batch.records)):
                 if pq.dropped or not self.consumer.may_consume(pq):
                     return False  # leaving: the message in the handler was the last one
-                if not self._consume(pq, record):
+                key = (pq, batch.records[i].offset())
+                pause, failures = consume_in_place(self.consumer, batch.records[i], self._attempts.get(key, 0))
+                if pause is not None:
+                    self._attempts[key] = failures
+                    pq.suspended_until = time.monotonic() + pause / 1000
                     return False
-                batch.position = record.offset() + 1
+                self._attempts.pop(key, None)
+                batch.advance(i)
             return True
         finally:
             batch.running = False
 
-    def _consume(self, pq: ProcessQueue, record: Any) -> bool:
-        """Handle one record; False when the partition is suspended on it."""
-        prepared = self.consumer.prepare(record)
-        if prepared is None:
-            return True
-        sub, msg = prepared
-        key = (pq, record.offset())
-        msg.reconsume_times += self._attempts.get(key, 0)
-        try:
-            result = sub.listener(msg)
-        except Exception as exc:
-            log.info("orderly listener failed on %s: %s", msg.id, exc)
-            result = Suspend(self.options.suspend_current_queue_time_ms), f"{type(exc).__name__}: {exc}"
-        else:
-            if result is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:
-                result = Suspend(self.options.suspend_current_queue_time_ms)
-            result = (result, "listener asked to suspend")
-        suspend, reason = result
-        if not isinstance(suspend, Suspend):
-            self._attempts.pop(key, None)
-            return True
-        if suspend.failed:
-            tries = self._attempts.get(key, 0) + 1
-            if tries > self.options.max_reconsume_times:
-                self.consumer.dead_letter(msg, f"max reconsume times {self.options.max_reconsume_times} reached: {reason}")
-                self._attempts.pop(key, None)
-                return True
-            self._attempts[key] = tries
-        pq.suspended_until = time.monotonic() + suspend.millis / 1000
-        return False
+
+def consume_in_place(consumer: PushConsumer, record: Any, failures: int) -> tuple[int | None, int]:
+    """Hand one record to its orderly listener; a failure is retried in place, never skipped.
+
+    ``failures`` is how often this record failed before (it becomes the message's
+    ``reconsume_times``). Returns ``(None, 0)`` when the record is finished -- handled,
+    filtered out, or dead-lettered after ``max_reconsume_times`` failures -- and
+    ``(pause_ms, failures)`` when its queue (partition or key) must pause that long and
+    then offer the same record again.
+    """
+    prepared = consumer.prepare(record)
+    if prepared is None:
+        return None, 0
+    sub, msg = prepared
+    msg.reconsume_times += failures
+    options = consumer.options
+    try:
+        result = sub.listener(msg)
+        reason = "listener asked to suspend"
+    except Exception as exc:
+        log.info("orderly listener failed on %s: %s", msg.id, exc)
+        result, reason = Suspend(options.suspend_current_queue_time_ms), f"{type(exc).__name__}: {exc}"
+    if result is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:
+        result = Suspend(options.suspend_current_queue_time_ms)
+    if not isinstance(result, Suspend):
+        return None, 0
+    if result.failed:
+        failures += 1
+        if failures > options.max_reconsume_times:
+            consumer.dead_letter(msg, f"max reconsume times {options.max_reconsume_times} reached: {reason}")
+            return None, 0
+    return result.millis, failures

@@ -31,7 +31,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 from facade.admin import TopicAdmin
 from facade.codec import MalformedRecordError, decode, tags_of
 from facade.config import Settings
-from facade.errors import StateError
+from facade.errors import ConfigError, StateError
 from facade.message import ConsumeFromWhere, ConsumeStatus, MessageExt, MessageModel
 from facade.names import Header
 from facade.retry import Reconsumer
@@ -39,7 +39,7 @@ from facade.sender import Sender
 from facade.tags import TagFilter
 from ordering.allocation import Member, strategy_named
 from ordering.dispatch import ConcurrentDispatch, Dispatch
-from ordering.locks import LockSettings, LockTable
+from ordering.locks import LockTable
 from ordering.membership import Membership, MembershipSettings
 from ordering.options import ConsumerOptions
 from ordering.process_queue import Batch, ProcessQueue
@@ -87,10 +87,13 @@ class PushConsumer:
         self.group_id = group_id
         self.settings = settings or Settings.load(config, redis_urls)
         self._consumer_config = {k: v for k, v in (config or {}).items() if k != "bootstrap.servers"}
-        base = options or ConsumerOptions()
-        self.options = base.model_copy(update={"message_model": message_model, **overrides}) if (
-            overrides or message_model is not base.message_model) else base
-        ConsumerOptions.model_validate(self.options.model_dump())  # validate overrides too
+        fields = (options or ConsumerOptions()).model_dump()
+        if message_model is not MessageModel.CLUSTERING or options is None:
+            fields["message_model"] = message_model
+        try:
+            self.options = ConsumerOptions(**{**fields, **overrides})
+        except ValueError as exc:  # pydantic's ValidationError names every bad field
+            raise ConfigError(f"bad consumer options: {exc}") from exc
         self.orderly = orderly
         self._dispatch_override = dispatch
         self._subs: dict[str, Subscription] = {}
@@ -150,9 +153,7 @@ class PushConsumer:
         self._pool = ThreadPoolExecutor(self.options.consume_thread_max, thread_name_prefix=f"rk-consume-{self.group_id}")
         self._dispatch = self._dispatch_override or self._default_dispatch()
         self._locks = None if self.broadcasting else LockTable(
-            self.settings.require_redis(), self.group_id, self.instance_name, self.settings.keys,
-            LockSettings(lease_ms=self.options.lock_lease_ms, renew_interval_ms=self.options.lock_renew_interval_ms,
-                         client_expiry_ms=self.options.lock_client_expiry_ms))
+            self.settings.require_redis(), self.group_id, self.instance_name, self.settings.keys, self.options.lock_settings())
         self._membership = None if self.broadcasting else Membership(
             self.settings.require_redis(), self.group_id, Member(self.instance_name, self.options.machine_room),
             self.settings.keys, MembershipSettings(self.options.heartbeat_interval_ms, self.options.member_timeout_ms),
@@ -390,13 +391,11 @@ class PushConsumer:
         if not pq.admit(batch):
             return
         try:
-            for record in batch.records:
-                if record.offset() < batch.position:  # handled in an earlier run of this batch
-                    continue
+            for i in range(batch.index, len(batch.records)):
                 if not self.may_consume(pq):
                     return
-                self.consume_record(record)
-                batch.position = record.offset() + 1
+                self.consume_record(batch.records[i])
+                batch.advance(i)
         finally:
             batch.running = False
 

@@ -230,12 +230,9 @@ def read_range(options: SourceOptions, topic: str, partition: int, start: int, e
     try:
         consumer.assign([TopicPartition(topic, partition, start if start >= 0 else OFFSET_BEGINNING)])
         position = start
-        _tc=_ta=_ty=0.0; _nc=0; _tstart=time.perf_counter()
         deadline = time.monotonic() + poll_timeout
         while position < end:
-            _t0 = time.perf_counter()
             messages = consumer.consume(num_messages=_CONSUME_BATCH, timeout=min(1.0, poll_timeout))
-            _tc += time.perf_counter() - _t0; _nc += 1
             if not messages:
                 if time.monotonic() > deadline:
                     problem = f"{topic}-{partition}: no records for offsets {position}..{end - 1} within {poll_timeout:.0f} s"
@@ -267,14 +264,8 @@ def read_range(options: SourceOptions, topic: str, partition: int, start: int, e
                     offsets = list(map(Message.offset, messages))
                     messages = messages[:bisect.bisect_left(offsets, end)]
                 if messages:
-                    _t0 = time.perf_counter()
-                    _b = to_record_batch(messages, topic, partition, schema)
-                    _ta += time.perf_counter() - _t0
-                    _t0 = time.perf_counter()
-                    yield _b
-                    _ty += time.perf_counter() - _t0
+                    yield to_record_batch(messages, topic, partition, schema)
                 position = max(position, last + 1)
-        open("/tmp/sk/timing.log","a").write(f"{topic}-{partition} {end-start} consume={_tc:.3f} n={_nc} arrow={_ta:.3f} yield={_ty:.3f} total={time.perf_counter()-_tstart:.3f}\n")
     finally:
         if gc_was_enabled:
             gc.enable()

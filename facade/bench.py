@@ -1,0 +1,154 @@
+"""Producer and consumer benchmarks: our wrappers beside raw confluent-kafka, same broker, same run.
+
+Each figure is messages per second over a fixed count of 100-byte messages.
+Produce: raw ``confluent_kafka.Producer.produce`` loop vs the drop-in
+``facade.kafka.Producer.produce`` (message id and born time in headers, topic
+check) vs RocketMQ-style ``send_async``. Consume: a raw ``consume()`` loop vs
+a concurrent ``PushConsumer`` with a no-op listener (membership, lock table,
+tag filter, commits), both reading the same topic from the start.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+import click
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import Producer as RawProducer
+
+from facade.admin import TopicAdmin
+from facade.config import Settings
+from facade.kafka import Producer as DropInProducer
+from facade.message import Message
+from facade.producer import Producer
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One benchmark line: a rate, and its ratio to the raw baseline where one applies."""
+
+    name: str
+    rate: float
+    unit: str = "msg/s"
+    baseline: float | None = None
+    target: float | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        return self.rate / self.baseline if self.baseline else None
+
+    def row(self) -> str:
+        ratio = f"{self.ratio:.2f}x" if self.ratio is not None else "-"
+        target = f">= {self.target:.2f}x" if self.target is not None else "-"
+        return f"{self.name:<42} {self.rate:>12,.0f} {self.unit:<6} {ratio:>8} {target:>9}"
+
+
+def print_table(title: str, figures: list[Figure]) -> None:
+    click.secho(f"\n{title}", bold=True)
+    click.echo(f"{'figure':<42} {'rate':>12} {'unit':<6} {'vs raw':>8} {'target':>9}")
+    for f in figures:
+        click.echo(f.row())
+
+
+def _topic(settings: Settings, partitions: int) -> str:
+    name = f"bench-{uuid.uuid4().hex[:8]}"
+    TopicAdmin(settings).create(name, partitions=partitions)
+    return name
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def bench_produce(settings: Settings, count: int = 200_000, size: int = 100, rounds: int = 2) -> list[Figure]:
+    """Produce ``count`` messages with each client; the best of ``rounds`` counts."""
+    body = b"x" * size
+    conf = settings.kafka_config(**{"linger.ms": 5, "enable.idempotence": True})
+    topic = _topic(settings, 8)
+
+    def raw() -> None:
+        p = RawProducer(conf)
+        for _ in range(count):
+            try:
+                p.produce(topic, body)
+            except BufferError:
+                p.poll(0.01)
+                p.produce(topic, body)
+            p.poll(0)
+        p.flush()
+
+    def drop_in() -> None:
+        p = DropInProducer(conf)
+        for _ in range(count):
+            p.produce(topic, body)
+            p.poll(0)
+        p.flush()
+
+    def rocketmq() -> None:
+        with Producer("bench", settings=settings) as p:
+            ignore = _ignore
+            for _ in range(count):
+                p.send_async(Message(topic, body), ignore)
+            p.flush()
+
+    best = {name: 0.0 for name in ("raw", "drop-in", "rocketmq")}
+    for _ in range(rounds):
+        for name, fn in (("raw", raw), ("drop-in", drop_in), ("rocketmq", rocketmq)):
+            best[name] = max(best[name], count / _timed(fn))
+    return [
+        Figure("produce: raw confluent-kafka", best["raw"]),
+        Figure("produce: drop-in Producer.produce", best["drop-in"], baseline=best["raw"], target=0.85),
+        Figure("produce: RocketMQ Producer.send_async", best["rocketmq"], baseline=best["raw"], target=0.85),
+    ]
+
+
+def _ignore(_result: object) -> None:
+    pass
+
+
+def bench_consume(settings: Settings, count: int = 200_000, size: int = 100, partitions: int = 8) -> list[Figure]:
+    """Fill a topic, then read all of it with a raw loop and with a no-op PushConsumer."""
+    from ordering.push_consumer import PushConsumer
+
+    topic = _topic(settings, partitions)
+    p = RawProducer(settings.kafka_config(**{"linger.ms": 5}))
+    body = b"x" * size
+    for _ in range(count):
+        try:
+            p.produce(topic, body)
+        except BufferError:
+            p.poll(0.01)
+            p.produce(topic, body)
+    p.flush()
+
+    def raw() -> None:
+        c = Consumer(settings.kafka_config(**{"group.id": f"raw-{uuid.uuid4().hex}", "enable.auto.commit": False}))
+        c.assign([TopicPartition(topic, i, OFFSET_BEGINNING) for i in range(partitions)])
+        seen = 0
+        while seen < count:
+            seen += sum(1 for m in c.consume(1000, 1.0) if m.error() is None)
+        c.close()
+
+    seen = [0]
+
+    def listener(_msg: object) -> None:
+        seen[0] += 1  # only the counter: a no-op listener
+
+    def ours() -> None:
+        c = PushConsumer(f"bench-{uuid.uuid4().hex[:6]}", settings=settings)
+        c.subscribe(topic, listener)
+        c.start()
+        while seen[0] < count:
+            time.sleep(0.002)
+        c.shutdown()
+
+    raw_rate = count / _timed(raw)
+    ours_rate = count / _timed(ours)
+    return [
+        Figure("consume: raw confluent-kafka consume()", raw_rate),
+        Figure("consume: PushConsumer (concurrent, no-op)", ours_rate, baseline=raw_rate, target=0.70),
+    ]
