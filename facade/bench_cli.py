@@ -53,3 +53,37 @@ def consume(count: int, size: int) -> None:
 
     with bench_settings() as settings:
         print_table(f"consume {count:,} x {size} B", bench_consume(settings, count, size))
+
+
+@bench.command()
+@click.option("--keys", default=256, show_default=True, help="order keys")
+@click.option("--partitions", default=4, show_default=True)
+@click.option("--handler-ms", default=10.0, show_default=True, help="sleep of the throughput listener (ms)")
+@click.option("--keyed-messages", default=24_000, show_default=True, help="messages for the key-ordered rate")
+@click.option("--serial-messages", default=1_200, show_default=True, help="messages for the partition-serial rate")
+@click.option("--noop-messages", default=100_000, show_default=True, help="messages for orderly no-op vs raw")
+@click.option("--threads", default=256, show_default=True, help="consume_thread_max of the throughput runs")
+def orderly(keys: int, partitions: int, handler_ms: float, keyed_messages: int, serial_messages: int,
+            noop_messages: int, threads: int) -> None:
+    """Ordered consumption: key-ordered vs partition-serial, orderly vs raw, takeover times, lock renewal."""
+    from ordering.bench import bench_orderly, print_rows
+
+    with bench_settings() as settings:
+        rows = bench_orderly(settings, keys=keys, partitions=partitions, handler_ms=handler_ms,
+                             keyed_messages=keyed_messages, serial_messages=serial_messages,
+                             noop_messages=noop_messages, threads=threads)
+        print_rows(f"orderly: {partitions} partitions, {keys} keys", rows)
+
+
+@bench.command()
+@click.option("--count", default=20_000, show_default=True, help="sends per figure")
+@click.option("--threads", default=64, show_default=True, help="sending threads (both figures)")
+@click.option("--unknown", default=10_000, show_default=True, help="UNKNOWN halves the checker resolves")
+def txn(count: int, threads: int, unknown: int) -> None:
+    """Transactional sends vs plain send_sync, and the checker resolving due UNKNOWN halves."""
+    from facade.bench import print_table
+    from txn.bench import bench_txn
+
+    with bench_settings() as settings:
+        print_table(f"transactions: {count:,} sends, {threads} threads", bench_txn(settings, count, threads,
+                                                                                     unknown=unknown))

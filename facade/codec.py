@@ -15,7 +15,8 @@ from facade.errors import RocketKafkaError
 from facade.message import Message, MessageExt
 from facade.names import HEADER_PREFIX, Header
 
-_INT_HEADERS = {Header.RECONSUME_TIMES, Header.BORN_TIMESTAMP}
+_MSG_ID, _TAGS, _KEYS = Header.MSG_ID, Header.TAGS, Header.KEYS
+_RECONSUME, _BORN = Header.RECONSUME_TIMES, Header.BORN_TIMESTAMP
 
 
 class MalformedRecordError(RocketKafkaError):
@@ -46,42 +47,42 @@ def header_map(headers: list[tuple[str, bytes | None]] | None) -> dict[str, byte
 
 
 def decode(record: Any) -> MessageExt:
-    """A confluent-kafka record as a :class:`MessageExt`.
+    """A confluent-kafka record as a :class:`MessageExt` (on every consumed record: kept lean).
 
     Raises:
         MalformedRecordError: a system header is not UTF-8 or not a number where one is needed.
     """
-    topic, partition, offset = record.topic(), record.partition(), record.offset()
-    headers = record.headers() or []
-    system: dict[str, str] = {}
+    headers = record.headers()
+    msg_id = tags = keys = reconsume = born = None
     props: dict[str, str] = {}
-    try:
-        for name, value in headers:
-            if name.startswith(HEADER_PREFIX):
-                system[name] = value.decode() if value is not None else ""
-            elif value is not None:
-                props[name] = value.decode("utf-8", "replace")
-        reconsume = int(system.get(Header.RECONSUME_TIMES, "0"))
-        store_ts = record.timestamp()[1]
-        born = int(system[Header.BORN_TIMESTAMP]) if Header.BORN_TIMESTAMP in system else store_ts
-    except (UnicodeDecodeError, ValueError, AttributeError, TypeError) as exc:
-        raise MalformedRecordError(topic, partition, offset, f"bad system header ({exc})") from exc
+    if headers:
+        try:
+            for name, value in headers:
+                if name.startswith(HEADER_PREFIX):
+                    if name == _MSG_ID:
+                        msg_id = value.decode()
+                    elif name == _TAGS:
+                        tags = value.decode()
+                    elif name == _KEYS:
+                        keys = value.decode()
+                    elif name == _RECONSUME:
+                        reconsume = int(value)
+                    elif name == _BORN:
+                        born = int(value)
+                    elif value is not None:
+                        value.decode()  # other system headers must be UTF-8 too
+                elif value is not None:
+                    props[name] = value.decode("utf-8", "replace")
+        except (UnicodeDecodeError, ValueError, AttributeError, TypeError) as exc:
+            raise MalformedRecordError(record.topic(), record.partition(), record.offset(), f"bad system header ({exc})") from exc
+    else:
+        headers = []
+    topic, partition, offset = record.topic(), record.partition(), record.offset()
+    store_ts = record.timestamp()[1]
     value = record.value()
-    return MessageExt(
-        id=system.get(Header.MSG_ID) or f"{topic}@{partition}@{offset}",
-        topic=topic,
-        body=value if value is not None else b"",
-        tags=system.get(Header.TAGS),
-        keys=system.get(Header.KEYS),
-        queue_id=partition,
-        queue_offset=offset,
-        reconsume_times=reconsume,
-        born_timestamp=born,
-        store_timestamp=store_ts,
-        properties=props,
-        key=record.key(),
-        headers=headers,
-    )
+    return MessageExt(msg_id or f"{topic}@{partition}@{offset}", topic, value if value is not None else b"", tags, keys,
+                      partition, offset, reconsume or 0, born if born is not None else store_ts, store_ts, props,
+                      record.key(), headers)
 
 
 def tags_of(record: Any) -> str | None:

@@ -1,4 +1,4 @@
-"""Kafka-style drop-in: ``from facade.kafka import Producer`` instead of ``confluent_kafka``.
+"""Kafka-style drop-in: ``from facade.kafka import Producer, Consumer`` instead of ``confluent_kafka``.
 
 Same config dict and calls (``produce``, ``poll``, ``flush``), plus keyword
 arguments for RocketMQ features: ``tags``, ``keys``, ``properties``,
@@ -22,6 +22,15 @@ from facade.sender import Sender
 _MSG_ID = Header.MSG_ID
 
 
+def __getattr__(name: str) -> Any:
+    # the drop-in Consumer runs on the ordering package's engine, which builds on facade: load it on use
+    if name == "Consumer":
+        from ordering.pull_consumer import Consumer
+
+        return Consumer
+    raise AttributeError(f"module 'facade.kafka' has no attribute {name!r}")
+
+
 class Producer:
     """``confluent_kafka.Producer`` with RocketMQ message properties.
 
@@ -41,6 +50,7 @@ class Producer:
         servers = config.pop("bootstrap.servers", None)
         self.settings = Settings.load({"bootstrap.servers": servers} if servers else None, redis_urls, topic_prefix=prefix)
         self._sender = Sender(self.settings, config, group)
+        self._partitioner = str(config.get("partitioner", self.settings.kafka.get("partitioner", "consistent_random")))
         self._kafka = self._sender.kafka
         self._plain_limit = self._sender.max_bytes // 2  # below this a plain record needs no size check
         self._known_topics: set[str] = set()
@@ -64,9 +74,14 @@ class Producer:
                       keys=keys, properties=props, delay_time_level=delay_level, deliver_at=deliver_at, delay=delay)
         if partition != -1 and (not isinstance(partition, int) or not 0 <= partition < self._sender.partitions(topic)):
             raise MessageError(f"partition {partition!r} does not exist in topic {topic!r}")
+        key = key.encode() if isinstance(key, str) else key
+        if partition == -1 and key is not None and (delay_level or delay is not None or deliver_at is not None):
+            from delay.routing import key_partition  # narrow seam: a delayed record's partition is fixed at send
+
+            partition = key_partition(key, self._sender.partitions(topic), self._partitioner)
         record = self._sender.prepare(msg, (lambda n, m, a: partition) if partition != -1 else None)
-        if key is not None and record.topic == topic:
-            record.key = key.encode() if isinstance(key, str) else key
+        if key is not None:
+            record.key = key  # a delayed record carries it to its real topic
         self._sender.produce(record, on_delivery)
 
     def _produce_plain(self, topic: str, value: bytes, key: bytes | str | None, on_delivery: Callable | None) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from facade.errors import MessageError
@@ -100,23 +100,32 @@ class Message:
         return f"Message(topic={self.topic!r}, tags={self.tags!r}, keys={self.keys!r}, body={len(self.body)} bytes)"
 
 
-@dataclass
 class MessageExt:
-    """A received message (RocketMQ's ``MessageExt``): queue id = partition, queue offset = offset."""
+    """A received message (RocketMQ's ``MessageExt``): queue id = partition, queue offset = offset.
 
-    id: str
-    topic: str
-    body: bytes
-    tags: str | None
-    keys: str | None
-    queue_id: int
-    queue_offset: int
-    reconsume_times: int
-    born_timestamp: int  # epoch ms at the producer
-    store_timestamp: int  # epoch ms of the record (broker or producer time)
-    properties: dict[str, str] = field(default_factory=dict)
-    key: bytes | None = None  # the Kafka record key
-    headers: list[tuple[str, bytes]] = field(default_factory=list, repr=False)  # raw, all of them
+    Built for every consumed record, so it is a plain slotted class rather than a dataclass.
+    """
+
+    __slots__ = ("id", "topic", "body", "tags", "keys", "queue_id", "queue_offset", "reconsume_times",
+                 "born_timestamp", "store_timestamp", "properties", "key", "headers")
+
+    def __init__(self, id: str, topic: str, body: bytes, tags: str | None, keys: str | None, queue_id: int,
+                 queue_offset: int, reconsume_times: int, born_timestamp: int, store_timestamp: int,
+                 properties: dict[str, str] | None = None, key: bytes | None = None,
+                 headers: list[tuple[str, bytes]] | None = None) -> None:
+        self.id = id
+        self.topic = topic
+        self.body = body
+        self.tags = tags
+        self.keys = keys
+        self.queue_id = queue_id
+        self.queue_offset = queue_offset
+        self.reconsume_times = reconsume_times
+        self.born_timestamp = born_timestamp  # epoch ms at the producer
+        self.store_timestamp = store_timestamp  # epoch ms of the record (broker or producer time)
+        self.properties = properties if properties is not None else {}  # user properties (plain headers)
+        self.key = key  # the Kafka record key
+        self.headers = headers if headers is not None else []  # raw, all of them
 
     def get_property(self, name: str) -> str | None:
         """A user property, or a system one by its full header name."""
@@ -131,6 +140,10 @@ class MessageExt:
     def key_list(self) -> list[str]:
         """``keys`` split on spaces."""
         return self.keys.split() if self.keys else []
+
+    def __repr__(self) -> str:
+        return (f"MessageExt(id={self.id!r}, topic={self.topic!r}, tags={self.tags!r}, keys={self.keys!r}, "
+                f"queue_id={self.queue_id}, queue_offset={self.queue_offset}, reconsume_times={self.reconsume_times})")
 
 
 class SendStatus(enum.IntEnum):

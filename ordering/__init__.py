@@ -10,13 +10,18 @@ from ordering.allocation import (
     Member,
     strategy_named,
 )
+from ordering.idempotent import IdempotentConsumer, MarkState
+from ordering.key_ordered import KeyOrderedDispatch
 from ordering.locks import Held, LockRenewer, LockSettings, LockTable, bench_renew
 from ordering.membership import Membership, MembershipSettings
 from ordering.options import ConsumerOptions
+from ordering.order_keys import MESSAGE_KEY, PARTITION, order_key_of, parse_json_path
+from ordering.orderly import OrderlyDispatch
 from ordering.push_consumer import PushConsumer, Subscription
 
 __all__ = sorted([
     "AllocationStrategy", "Averagely", "AveragelyByCircle", "ByConfig", "ConsistentHash", "ConsumerOptions", "Held",
-    "LockRenewer", "LockSettings", "LockTable", "MachineRoomNearby", "Member", "Membership", "MembershipSettings",
-    "PushConsumer", "Subscription", "bench_renew", "strategy_named",
+    "IdempotentConsumer", "KeyOrderedDispatch", "LockRenewer", "LockSettings", "LockTable", "MESSAGE_KEY",
+    "MachineRoomNearby", "MarkState", "Member", "Membership", "MembershipSettings", "OrderlyDispatch", "PARTITION",
+    "PushConsumer", "Subscription", "bench_renew", "order_key_of", "parse_json_path", "strategy_named",
 ])

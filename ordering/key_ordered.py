@@ -29,12 +29,11 @@ partition is committed at the cut, so the next owner re-runs nothing.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
 from ordering.dispatch import DueTimers
@@ -86,19 +85,21 @@ class KeyOrderedDispatch:
         self._closed = False
 
     # -- Dispatch protocol (poll thread) --------------------------------------------
-    def chunk(self, records: list[Any], size: int) -> Iterator[tuple[Hashable, list[Any]]]:
-        """One partition's fetched records grouped by order key (offset order kept), at most ``size`` a batch."""
-        groups: dict[Hashable, list[Any]] = {}
+    def chunk(self, records: list[Any], size: int) -> list[tuple[Hashable, list[Any]]]:
+        """One partition's fetched records grouped by order key, offset order kept, at most ``size`` a batch.
+
+        Records without a key go into batches of their own, each under a fresh key.
+        """
+        batches: list[tuple[Hashable, list[Any]]] = []
+        open_groups: dict[Hashable | None, list[Any]] = {}
         for record in records:
             key = self.key_of(record)
-            group = groups.get(key)
-            if group is None or len(group) >= size or key is None:
-                if group is not None:
-                    yield (key if key is not None else _Unkeyed()), group
-                group = groups[key] = []
+            group = open_groups.get(key)
+            if group is None or len(group) >= size:
+                group = open_groups[key] = []
+                batches.append((key if key is not None else _Unkeyed(), group))
             group.append(record)
-        for key, group in groups.items():
-            yield (key if key is not None else _Unkeyed()), group
+        return batches
 
     def submit(self, batch: Batch) -> None:
         with self._lock:
@@ -181,5 +182,3 @@ class KeyOrderedDispatch:
         finally:
             batch.running = False
 
-
-_unkeyed_ids = itertools.count()

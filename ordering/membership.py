@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import redis
 
+from facade.errors import StateError
 from facade.names import RedisKeys
 from ordering.allocation import Member
 
@@ -76,6 +77,7 @@ class Membership:
         self._pool = ThreadPoolExecutor(max_workers=len(self._clients), thread_name_prefix="rk-members")
         self._on_change = on_change
         self._stop = threading.Event()
+        self._beat = threading.Lock()  # heartbeat vs leave
         self._listeners: list[threading.Thread] = []
         self._info = json.dumps({"room": member.room})
 
@@ -90,7 +92,18 @@ class Membership:
         return members
 
     def heartbeat(self) -> list[Member]:
-        """Record this member's heartbeat on every node; returns the live members (union of answering nodes)."""
+        """Record this member's heartbeat on every node; returns the live members (union of answering nodes).
+
+        Raises:
+            StateError: the member has left (a heartbeat now would register it again).
+            redis.ConnectionError: no node answered.
+        """
+        with self._beat:
+            if self._stop.is_set():
+                raise StateError(f"member {self.member.id} has left group {self.group}")
+            return self._heartbeat()
+
+    def _heartbeat(self) -> list[Member]:
         futures = [self._pool.submit(s, keys=list(self._keys), args=[self.member.id, self._info, self.settings.member_timeout_ms])
                    for s in self._scripts]
         live: dict[str, Member] = {}
@@ -113,13 +126,20 @@ class Membership:
     def leave(self) -> None:
         """Remove this member everywhere and announce it, so the others rebalance at once."""
         self._stop.set()
-        for client in self._clients:
-            try:
-                client.zrem(self._keys[0], self.member.id)
-                client.hdel(self._keys[1], self.member.id)
-            except redis.RedisError:
-                pass
+        with self._beat:  # a heartbeat in flight must not register us again after the removal
+            for client in self._clients:
+                try:
+                    client.zrem(self._keys[0], self.member.id)
+                    client.hdel(self._keys[1], self.member.id)
+                except redis.RedisError:
+                    pass
         self._publish("leave")
+
+    def close(self, timeout: float = 1.0) -> None:
+        """Stop the announcement listeners and close the clients (after :meth:`leave`)."""
+        self._stop.set()
+        for thread in self._listeners:
+            thread.join(timeout)
         self._pool.shutdown(wait=False)
         for client in self._clients:
             client.close()

@@ -6,10 +6,11 @@ import os
 import socket
 import uuid
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from facade.message import ConsumeFromWhere, MessageModel
 from ordering.locks import LockSettings
+from ordering.order_keys import validate_order_key
 
 
 def default_instance_name() -> str:
@@ -37,8 +38,12 @@ class ConsumerOptions(BaseModel):
     consume_thread_max: int = Field(8, ge=1, le=256)
     consume_batch_size: int = Field(32, ge=1, le=10_000, description="messages one worker task handles in order")
     pull_batch_size: int = Field(1000, ge=1, le=100_000)
-    pull_threshold_per_partition: int = Field(2000, ge=1, description="pause fetching above this many buffered")
+    pull_threshold_per_partition: int = Field(10_000, ge=1, description="pause fetching above this many buffered "
+                                              "(a pause drops librdkafka's prefetch: resuming costs a fetch)")
     max_reconsume_times: int = Field(16, ge=0)
+    consume_retry_topic: bool = Field(True, description="clustering: also read the group's retry topic (RocketMQ)")
+    retry_backoff: bool = Field(True, description="concurrent mode: a retry waits delay level 3 + reconsume times "
+                                "(RocketMQ's back-off; needs a running delay forwarder); False: retry at once")
 
     rebalance_interval_ms: int = Field(20_000, gt=0, description="safety rebalance besides announcements")
     commit_interval_ms: int = Field(1_000, gt=0)
@@ -49,6 +54,8 @@ class ConsumerOptions(BaseModel):
     lock_client_expiry_ms: int = Field(30_000, gt=0, description="lock treated as lost after this long unrenewed")
     acquire_retry_ms: int = Field(50, gt=0, description="retry of partitions still held by their old owner")
 
+    order_key: str = Field("partition", description="orderly: what stays in order -- 'partition', 'key' (message "
+                           "key) or a JSON path into the body like '$.order.id' (see ordering.order_keys)")
     suspend_current_queue_time_ms: int = Field(1_000, ge=0, description="orderly: pause after SUSPEND")
     max_continuous_consume_ms: int = Field(60_000, gt=0, description="orderly: yield a partition after this long")
 
@@ -56,6 +63,11 @@ class ConsumerOptions(BaseModel):
         """The lock table's settings from these options."""
         return LockSettings(lease_ms=self.lock_lease_ms, renew_interval_ms=self.lock_renew_interval_ms,
                             client_expiry_ms=self.lock_client_expiry_ms)
+
+    @field_validator("order_key")
+    @classmethod
+    def _check_order_key(cls, spec: str) -> str:
+        return validate_order_key(spec)
 
     @model_validator(mode="after")
     def _check(self) -> ConsumerOptions:

@@ -128,7 +128,7 @@ class _JsonPathKey:
                 return None
         if value is None:
             return None
-        return value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"))
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
     def _warn(self, record: Any, problem: str) -> None:
         level = logging.DEBUG if self._warned else logging.WARNING

@@ -38,10 +38,11 @@ from facade.retry import Reconsumer
 from facade.sender import Sender
 from facade.tags import TagFilter
 from ordering.allocation import Member, strategy_named
-from ordering.dispatch import ConcurrentDispatch, Dispatch
+from ordering.dispatch import ConcurrentDispatch, Dispatch, contiguous
 from ordering.locks import LockTable
 from ordering.membership import Membership, MembershipSettings
 from ordering.options import ConsumerOptions
+from ordering.order_keys import PARTITION
 from ordering.process_queue import Batch, ProcessQueue
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,10 @@ class PushConsumer:
         config: confluent-kafka settings (``bootstrap.servers`` and any consumer setting).
         redis_urls: the lock table's Redis nodes.
         settings: ready :class:`Settings` instead of ``config``/``redis_urls``.
-        orderly: consume each partition serially under its lock (``MessageListenerOrderly``).
+        orderly: consume in order under the partition locks (``MessageListenerOrderly``): each
+            partition serially, or -- with ``order_key="key"`` or a JSON path such as
+            ``order_key="$.order.id"`` (an :class:`ConsumerOptions` field) -- each order key
+            serially and the keys of a partition in parallel (DDMQ's key-level ordering).
         message_model: CLUSTERING (each message to one member) or BROADCASTING (to all).
         options: :class:`ConsumerOptions`; keyword ``overrides`` replace single fields.
 
@@ -95,6 +99,9 @@ class PushConsumer:
         except ValueError as exc:  # pydantic's ValidationError names every bad field
             raise ConfigError(f"bad consumer options: {exc}") from exc
         self.orderly = orderly
+        self.keyed = self.options.order_key != PARTITION
+        if self.keyed and not orderly:
+            raise ConfigError(f"order_key={self.options.order_key!r} orders keys; it needs orderly=True")
         self._dispatch_override = dispatch
         self._subs: dict[str, Subscription] = {}
         self._queues: dict[TP, ProcessQueue] = {}
@@ -139,7 +146,10 @@ class PushConsumer:
         for topic in self._subs:
             self._admin.partitions(topic)  # raises TopicNotFoundError
         self._sender = Sender(self.settings)
-        self._reconsumer = Reconsumer(self._sender, self.group_id, self.options.max_reconsume_times)
+        from delay.routing import retry_backoff  # narrow seam: retries wait in the delay levels (3 + n)
+
+        self._reconsumer = Reconsumer(self._sender, self.group_id, self.options.max_reconsume_times,
+                                      retry_router=retry_backoff(self._sender) if self.options.retry_backoff else None)
         if not self.broadcasting:
             self._admin.create_many({self._reconsumer.retry_topic: 1, self._reconsumer.dlq_topic: 1})
         self._kafka = Consumer(self.settings.kafka_config(**{
@@ -182,6 +192,8 @@ class PushConsumer:
         self._sender.close()
         if self._locks:
             self._locks.close()
+        if self._membership:
+            self._membership.close()
         self._kafka.close()
         self._state = "closed"
         log.info("consumer %s of group %s closed", self.instance_name, self.group_id)
@@ -232,6 +244,8 @@ class PushConsumer:
     def _heartbeat(self) -> None:
         try:
             members = self._membership.heartbeat()
+        except StateError:
+            return  # shutting down: we left the group
         except Exception as exc:
             log.warning("membership heartbeat failed: %s", exc)
             return
@@ -241,7 +255,8 @@ class PushConsumer:
 
     def _topics(self) -> list[str]:
         # orderly consumption retries in place (never skips ahead), so it has no retry topic to read
-        return list(self._subs) + ([] if self.broadcasting or self.orderly else [self._reconsumer.retry_topic])
+        retries = self.options.consume_retry_topic and not (self.broadcasting or self.orderly)
+        return list(self._subs) + ([self._reconsumer.retry_topic] if retries else [])
 
     def _rebalance(self) -> None:
         target: set[TP] = set()
@@ -269,7 +284,8 @@ class PushConsumer:
             offset = tp.offset if tp.offset >= 0 else self._start_offset(tp.topic, tp.partition)
             assigned.append(TopicPartition(tp.topic, tp.partition, offset))
             self._queues[(tp.topic, tp.partition)] = ProcessQueue(
-                tp.topic, tp.partition, offset, won[(tp.topic, tp.partition)], serial=self.orderly, committed=tp.offset)
+                tp.topic, tp.partition, offset, won[(tp.topic, tp.partition)], serial=self.orderly and not self.keyed,
+                keyed=self.keyed, committed=tp.offset)
         self._kafka.incremental_assign(assigned)
         log.info("%s took %s", self.instance_name, sorted(won))
 
@@ -285,8 +301,14 @@ class PushConsumer:
         return OFFSET_BEGINNING
 
     def _release(self, tp: TP, commit: bool) -> None:
-        """Stop fetching ``tp``; it is committed and unlocked once drained (see ProcessQueue.drop)."""
+        """Stop fetching ``tp``; it is committed and unlocked once drained (see ProcessQueue.drop).
+
+        Without a valid lock (it expired while this process stalled) nothing more runs and
+        nothing is committed: the next owner may have moved on, and our commit would rewind it.
+        """
         pq = self._queues.pop(tp)
+        if commit and self._locks and not self._locks.is_held(tp):
+            commit = False
         pq.drop() if commit else pq.revoke()
         self._kafka.incremental_unassign([TopicPartition(*tp)])
         self._releasing[tp] = (pq, commit)
@@ -311,18 +333,47 @@ class PushConsumer:
             time.sleep(0.005)
 
     def _renew(self) -> None:
-        for tp, pq in self._queues.items():
-            self._locks.record_progress(tp, pq.next_offset, pq.commit_point())
+        """Renew every lock in one round, writing each partition's transition state (DeFiBus).
+
+        The entry records ``delivered`` (fetched, or the cut while leaving) and ``acked``
+        (the commit point): a queue is free for its next owner when the two meet and the
+        owner unlocks, or when the lease runs out.
+        """
+        for tp, pq in [*self._queues.items(), *((tp, pq) for tp, (pq, _) in self._releasing.items())]:
+            acked = pq.commit_point()
+            if acked >= 0:
+                self._locks.record_progress(tp, max(pq.delivered(), acked), acked)
         for tp in self._locks.renew_batch():
+            log.warning("%s lost the lock of %s; stops consuming it", self.instance_name, tp)
             if tp in self._queues:
-                log.warning("%s lost the lock of %s; stops consuming it", self.instance_name, tp)
                 self._release(tp, commit=False)  # the new owner may have moved on: our commit could rewind it
                 self._rebalance_now.set()
+            elif tp in self._releasing:  # lost while draining: stop, and never commit
+                pq, _ = self._releasing[tp]
+                pq.revoke()
+                self._releasing[tp] = (pq, False)
+
+    def _fetch(self, timeout: float) -> list[Any]:
+        """What is fetched already, else the first record within ``timeout`` s and what came with it.
+
+        ``Consumer.consume(n, timeout)`` waits the whole timeout unless ``n`` records arrive,
+        which would delay every record of a light stream by up to the timeout.
+        """
+        records = self._kafka.consume(self.options.pull_batch_size, 0)
+        if records:
+            return records
+        first = self._kafka.poll(timeout)
+        if first is None:
+            return []
+        return [first, *self._kafka.consume(self.options.pull_batch_size - 1, 0)] if self.options.pull_batch_size > 1 else [first]
 
     def _fetch_and_dispatch(self) -> None:
-        records = self._kafka.consume(self.options.pull_batch_size, 0.05 if self._queues else 0.1)
+        # while a partition is paused, nothing wakes this thread when its buffer drains: look often
+        paused = any(pq.paused for pq in self._queues.values())
+        records = self._fetch(0.005 if paused else 0.05 if self._queues else 0.1)
         if not records:
             self._dispatch.tick()
+            self._flow_control()  # every partition may be paused: only this resumes them
             return
         fetched: dict[TP, list[Any]] = {}
         for record in records:
@@ -335,10 +386,11 @@ class PushConsumer:
             if pq is not None and (pq.next_offset < 0 or record.offset() >= pq.next_offset):
                 fetched.setdefault(tp, []).append(record)
         size = self.options.consume_batch_size
+        chunk = getattr(self._dispatch, "chunk", contiguous)
         for tp, recs in fetched.items():
             pq = self._queues[tp]
-            for i in range(0, len(recs), size):
-                self._dispatch.submit(pq.add(recs[i:i + size]))
+            for batch in [pq.add(group, key) for key, group in chunk(recs, size)]:
+                self._dispatch.submit(batch)
         self._dispatch.tick()
         self._flow_control()
 
@@ -361,9 +413,15 @@ class PushConsumer:
     def _commit(self, queues: list[ProcessQueue], asynchronous: bool) -> None:
         offsets = []
         for pq in queues:
+            if pq.revoked or (self._locks and not self._locks.is_held(pq.tp)):
+                continue  # only the valid lock holder commits
             point = pq.commit_point()
             if point >= 0 and point != pq.committed:
-                offsets.append(TopicPartition(pq.topic, pq.partition, point))
+                if pq.fencing_token is None:  # broadcasting: no lock
+                    offsets.append(TopicPartition(pq.topic, pq.partition, point))
+                else:  # the token travels with the commit, for auditors and brokers that keep metadata
+                    offsets.append(TopicPartition(pq.topic, pq.partition, point,
+                                                  metadata=f"{Header.FENCING_TOKEN}={pq.fencing_token}"))
                 pq.committed = point
         if offsets:
             try:
@@ -375,6 +433,11 @@ class PushConsumer:
 
     # -- workers ---------------------------------------------------------------------
     def _default_dispatch(self) -> Dispatch:
+        if self.keyed:
+            from ordering.key_ordered import KeyOrderedDispatch
+            from ordering.order_keys import order_key_of
+
+            return KeyOrderedDispatch(self, order_key_of(self.options.order_key))
         if self.orderly:
             from ordering.orderly import OrderlyDispatch
 

@@ -16,6 +16,7 @@ call, so no Python code runs per row beyond the client's own accessors.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import gc
 import logging
 import re
@@ -31,14 +32,14 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from facade.errors import TopicNotFoundError
 from spark.errors import DataLossError, KafkaReadError, SourceOptionError
 from spark.options import SourceOptions
+from spark.schema import kafka_schema
 
 log = logging.getLogger(__name__)
 
 #: A partition of a topic: ``(topic, partition)``.
 TP = tuple[str, int]
 
-#: Arrow types of Spark's Kafka source columns (``to_arrow_schema`` of :func:`spark.schema.kafka_schema`).
-HEADER_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
+#: Arrow type of the ``timestamp`` column as PySpark expects it from a data source.
 TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 
 _CONSUME_BATCH = 10_000
@@ -170,19 +171,10 @@ def log_ends(options: SourceOptions, tps: Iterable[TP], hints: dict[TP, int] | N
 
 # -- reading one offset range ------------------------------------------------------------
 def arrow_schema(include_headers: bool) -> pa.Schema:
-    """Arrow schema Spark expects from a Python data source with the Kafka source schema."""
-    fields = [
-        pa.field("key", pa.binary()),
-        pa.field("value", pa.binary()),
-        pa.field("topic", pa.string()),
-        pa.field("partition", pa.int32()),
-        pa.field("offset", pa.int64()),
-        pa.field("timestamp", TIMESTAMP_TYPE),
-        pa.field("timestampType", pa.int32()),
-    ]
-    if include_headers:
-        fields.append(pa.field("headers", HEADER_TYPE))
-    return pa.schema(fields)
+    """The Arrow schema PySpark expects from a Python data source with Spark's Kafka source schema."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(kafka_schema(include_headers), timezone="UTC")
 
 
 def to_record_batch(messages: list[Message], topic: str, partition: int, schema: pa.Schema) -> pa.RecordBatch:
@@ -205,8 +197,22 @@ def to_record_batch(messages: list[Message], topic: str, partition: int, schema:
     ]
     if len(schema) == 8:
         headers = [h or None for h in map(Message.headers, messages)]  # Spark: null when a record has none
-        columns.append(pa.array(headers, HEADER_TYPE))
+        columns.append(pa.array(headers, schema.field("headers").type))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC: each consume() allocates thousands of tracked objects that it
+    would rescan over and over (measured: -25% read throughput). Nothing here makes cycles,
+    and the GC runs again before each batch is handed to Spark."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def read_range(options: SourceOptions, topic: str, partition: int, start: int, end: int) -> Iterator[pa.RecordBatch]:
@@ -223,50 +229,56 @@ def read_range(options: SourceOptions, topic: str, partition: int, start: int, e
     reset = "error" if options.fail_on_data_loss else "earliest"
     consumer = open_consumer(options, "reader", **{"auto.offset.reset": reset})
     poll_timeout = options.poll_timeout_ms / 1000
-    # Each consume() allocates thousands of tracked objects; the cyclic GC would rescan
-    # them over and over (measured: -25% throughput). Nothing here makes cycles.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
     try:
         consumer.assign([TopicPartition(topic, partition, start if start >= 0 else OFFSET_BEGINNING)])
         position = start
         deadline = time.monotonic() + poll_timeout
         while position < end:
-            messages = consumer.consume(num_messages=_CONSUME_BATCH, timeout=min(1.0, poll_timeout))
-            if not messages:
-                if time.monotonic() > deadline:
-                    problem = f"{topic}-{partition}: no records for offsets {position}..{end - 1} within {poll_timeout:.0f} s"
-                    if options.fail_on_data_loss:
-                        raise DataLossError(problem + " (set failOnDataLoss=false to skip them)")
-                    log.warning("%s; skipping", problem)
-                    return
-                continue
-            deadline = time.monotonic() + poll_timeout
-            if any(map(Message.error, messages)):
-                good = []
-                for msg in messages:
-                    err = msg.error()
-                    if err is None:
-                        good.append(msg)
-                    elif err.code() == KafkaError._PARTITION_EOF:
-                        position = max(position, msg.offset())  # the log ends here
-                    elif err.code() == KafkaError._AUTO_OFFSET_RESET or err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
-                        raise DataLossError(f"{topic}-{partition}: offset {position} is out of range ({err.str()}); "
-                                            "set failOnDataLoss=false to read from the earliest offset instead")
-                    elif err.fatal():
-                        raise KafkaReadError(f"{topic}-{partition}: {err.str()}")
-                    else:
-                        log.warning("%s-%s: %s", topic, partition, err.str())
-                messages = good
-            if messages:
-                last = messages[-1].offset()
-                if last >= end:
-                    offsets = list(map(Message.offset, messages))
-                    messages = messages[:bisect.bisect_left(offsets, end)]
-                if messages:
-                    yield to_record_batch(messages, topic, partition, schema)
-                position = max(position, last + 1)
+            with _gc_paused():
+                batch, position, got_any = _next_batch(consumer, options, topic, partition, position, end, schema)
+            if batch is not None:
+                yield batch
+            if got_any:
+                deadline = time.monotonic() + poll_timeout
+            elif time.monotonic() > deadline:
+                problem = f"{topic}-{partition}: no records for offsets {position}..{end - 1} within {poll_timeout:.0f} s"
+                if options.fail_on_data_loss:
+                    raise DataLossError(problem + " (set failOnDataLoss=false to skip them)")
+                log.warning("%s; skipping", problem)
+                return
     finally:
-        if gc_was_enabled:
-            gc.enable()
         consumer.close()
+
+
+def _next_batch(consumer: Consumer, options: SourceOptions, topic: str, partition: int, position: int, end: int,
+                schema: pa.Schema) -> tuple[pa.RecordBatch | None, int, bool]:
+    """One ``consume()``: ``(batch or None, next position, whether the broker sent anything)``."""
+    # consume() waits until it has all it asked for: ask for no more than the range still holds
+    wanted = _CONSUME_BATCH if position < 0 else max(1, min(_CONSUME_BATCH, end - position))
+    messages = consumer.consume(num_messages=wanted, timeout=min(0.2, options.poll_timeout_ms / 1000))
+    if not messages:
+        return None, position, False
+    if any(map(Message.error, messages)):
+        good = []
+        for msg in messages:
+            err = msg.error()
+            if err is None:
+                good.append(msg)
+            elif err.code() == KafkaError._PARTITION_EOF:
+                position = max(position, msg.offset())  # the log ends here
+            elif err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                raise DataLossError(f"{topic}-{partition}: offset {position} is out of range ({err.str()}); "
+                                    "set failOnDataLoss=false to read from the earliest offset instead")
+            elif err.fatal():
+                raise KafkaReadError(f"{topic}-{partition}: {err.str()}")
+            else:
+                log.warning("%s-%s: %s", topic, partition, err.str())
+        messages = good
+    if not messages:
+        return None, position, True
+    last = messages[-1].offset()
+    if last >= end:
+        offsets = list(map(Message.offset, messages))
+        messages = messages[:bisect.bisect_left(offsets, end)]
+    batch = to_record_batch(messages, topic, partition, schema) if messages else None
+    return batch, max(position, last + 1), True

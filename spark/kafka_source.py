@@ -24,20 +24,12 @@ from collections.abc import Iterator
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql.types import StructType
 
 from spark.errors import DataLossError, SourceOptionError
 from spark.kafka_io import TP, discover, log_ends, open_consumer, read_range
 from spark.options import EARLIEST, LATEST, SourceOptions, parse_options
+from spark.schema import kafka_schema
 
 log = logging.getLogger(__name__)
 
@@ -45,25 +37,6 @@ log = logging.getLogger(__name__)
 SOURCE_NAME = "rocketkafka-kafka"
 
 Offsets = dict[TP, int]
-
-
-def kafka_schema(include_headers: bool = False) -> StructType:
-    """Spark's Kafka source schema (``headers`` only with ``includeHeaders``)."""
-    fields = [
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("offset", LongType()),
-        StructField("timestamp", TimestampType()),
-        StructField("timestampType", IntegerType()),
-    ]
-    if include_headers:
-        fields.append(StructField("headers", ArrayType(StructType([
-            StructField("key", StringType()),
-            StructField("value", BinaryType()),
-        ]))))
-    return StructType(fields)
 
 
 class KafkaRange(InputPartition):
@@ -124,10 +97,17 @@ def split_ranges(ranges: list[KafkaRange], min_partitions: int | None, max_recor
     if max_records:
         ranges = [piece for r in ranges for piece in divide(r, -(-(r.end - r.start) // max_records))]
     if min_partitions and len(ranges) < min_partitions:
-        total = sum(max(r.end - r.start, 0) for r in ranges if r.start >= 0)
+        sizes = [max(r.end - r.start, 0) if r.start >= 0 else 0 for r in ranges]
+        total = sum(sizes)
         if total > 0:
-            ranges = [piece for r in ranges
-                      for piece in divide(r, max(round((r.end - r.start) / total * min_partitions), 1))]
+            # every range gets its share of min_partitions (at least 1); the parts left over by
+            # rounding down go to the largest remainders, so the plan reaches min_partitions
+            shares = [s * min_partitions / total for s in sizes]
+            parts = [max(int(share), 1) for share in shares]
+            by_remainder = sorted(range(len(ranges)), key=lambda i: shares[i] - int(shares[i]), reverse=True)
+            for i in by_remainder[:max(min_partitions - sum(parts), 0)]:
+                parts[i] += 1
+            ranges = [piece for r, n in zip(ranges, parts) for piece in divide(r, n)]
     return ranges
 
 

@@ -179,12 +179,13 @@ def _parse_assign(value: str) -> dict[str, tuple[int, ...]]:
     return assignment
 
 
-def parse_options(options: Mapping[str, str], streaming: bool) -> SourceOptions:
+def parse_options(options: Mapping[str, str], streaming: bool, jvm: bool = False) -> SourceOptions:
     """Check every option of one Kafka source; raises :class:`SourceOptionError`.
 
     Parameters:
         options: the reader options (any letter case, values as strings).
         streaming: ``readStream`` (True) or ``read`` (False); some offsets are only valid in one.
+        jvm: the options go to Spark's JVM source, which also serves the timestamp options.
     """
     opts = {str(k).lower(): str(v) for k, v in options.items()}
     kafka_params: dict[str, str] = {}
@@ -194,9 +195,9 @@ def parse_options(options: Mapping[str, str], streaming: bool) -> SourceOptions:
             if setting in REFUSED_KAFKA:
                 raise SourceOptionError(key, f"not supported: {REFUSED_KAFKA[setting]}")
             kafka_params[setting] = opts[key]
-        elif key in NOT_SERVED:
+        elif key in NOT_SERVED and not jvm:
             raise SourceOptionError(key, "known to Spark's JVM Kafka source but not served by the Python reader (engine='jvm' needs spark-sql-kafka-0-10)")
-        elif key not in SUPPORTED:
+        elif key not in SUPPORTED and key not in NOT_SERVED:
             known = ", ".join(sorted(SUPPORTED | {"kafka.*"}))
             raise SourceOptionError(key, f"unknown option (known: {known})")
     bootstrap = kafka_params.pop("bootstrap.servers", "").strip()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,11 +30,17 @@ def prepare_python_env() -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
 
 
+_registered: weakref.WeakSet = weakref.WeakSet()
+
+
 def register_source(spark: SparkSession) -> None:
-    """Register the ``rocketkafka-kafka`` Python data source in ``spark`` (idempotent)."""
+    """Register the ``rocketkafka-kafka`` Python data source in ``spark`` (once per session)."""
     from spark.kafka_source import KafkaDataSource
 
+    if spark in _registered:
+        return
     spark.dataSource.register(KafkaDataSource)
+    _registered.add(spark)
 
 
 def spark_session(master: str | None = None, app_name: str = "rocketkafka", conf: Mapping[str, Any] | None = None,
@@ -52,7 +59,6 @@ def spark_session(master: str | None = None, app_name: str = "rocketkafka", conf
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
-        "spark.sql.session.timeZone": "UTC",
         "spark.python.worker.reuse": "true",
         **(conf or {}),
     }

@@ -38,12 +38,15 @@ class TransactionOptions(BaseModel):
             producer's share of check requests moves to the live ones).
         check_fetch_wait_ms: the check-request consumer's ``fetch.wait.max.ms``.
         end_batch_max: end-transaction requests written in one batch.
-        end_wait_ms: how long answering a check-back waits for its end-transaction writes.
+        end_queue_max: end-transaction requests queued at most; a full queue makes sends and
+            check-back answers wait (back-pressure instead of unbounded memory).
         end_marker_ttl_ms: how long Redis remembers that a transaction ended (dedups late
             end-transactions against check-back answers; RocketMQ keeps halves 72 h).
         kafka_transactions: write real message + op record in one Kafka transaction. Needs a
             broker that implements transactions fully and checkers reading ``read_committed``
-            (Tansu commits but does not hide aborted records: keep it off there).
+            (Tansu commits but does not hide aborted records: keep it off there). The
+            ``transactional.id`` is ``<group>.<check.instance_name>``: give ``check`` a stable
+            ``instance_name`` so a restarted producer fences its predecessor's open transaction.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -54,7 +57,7 @@ class TransactionOptions(BaseModel):
     check: ConsumerOptions = Field(default_factory=ConsumerOptions)
     check_fetch_wait_ms: int = Field(100, ge=0, le=60_000)
     end_batch_max: int = Field(500, ge=1, le=100_000)
-    end_wait_ms: int = Field(30_000, gt=0)
+    end_queue_max: int = Field(10_000, ge=1)
     end_marker_ttl_ms: int = Field(72 * 3600 * 1000, gt=0)
     kafka_transactions: bool = False
 

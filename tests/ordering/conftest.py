@@ -24,14 +24,17 @@ def wait_until(predicate, timeout: float = 30.0, interval: float = 0.05) -> bool
 
 @pytest.fixture
 def produce(rk_settings):
-    """``produce(topic, n, tags=None, key_of=None) -> [msg ids]`` with acks."""
+    """``produce(topic, n, tags=None, key_of=None, keys_of=None) -> [msg ids]`` with acks.
+
+    ``key_of(i)`` picks the partition (hash selector), ``keys_of(i)`` sets the message keys.
+    """
     producer = Producer("test-producer", settings=rk_settings)
     producer.start()
 
-    def send(topic: str, n: int, tags=None, key_of=None, body=b"x" * 100) -> list[str]:
+    def send(topic: str, n: int, tags=None, key_of=None, body=b"x" * 100, keys_of=None) -> list[str]:
         ids, results = [], []
         for i in range(n):
-            msg = Message(topic, body=body, tags=tags(i) if callable(tags) else tags)
+            msg = Message(topic, body=body, tags=tags(i) if callable(tags) else tags, keys=keys_of(i) if keys_of else None)
             if key_of:
                 producer.send_async(msg, results.append, selector=_hash, arg=key_of(i))
             else:

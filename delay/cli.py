@@ -1,0 +1,81 @@
+"""``rocketkafka delay-forwarder``: run the timer forwarder until SIGTERM.
+
+Configuration comes from the environment (flags override):
+
+- ``ROCKETKAFKA_BOOTSTRAP_SERVERS``, ``ROCKETKAFKA_REDIS_URLS``, ``ROCKETKAFKA_TOPIC_PREFIX``,
+  ``ROCKETKAFKA_REDIS_PREFIX``, ``ROCKETKAFKA_KAFKA`` (JSON): the connection (:class:`facade.config.Settings`);
+- ``ROCKETKAFKA_DELAY_LEVELS``, ``ROCKETKAFKA_DELAY_STEPS``, ``ROCKETKAFKA_DELAY_MAX_DELAY``, ...:
+  the delay settings (:class:`delay.config.DelayConfig`);
+- ``ROCKETKAFKA_FORWARDER_GROUP``, ``ROCKETKAFKA_FORWARDER_CONSUMER_OPTIONS`` (JSON of
+  ``ConsumerOptions`` fields, e.g. lock timings), ``ROCKETKAFKA_FORWARDER_METRICS_PORT``.
+
+SIGTERM or SIGINT: the records in flight are finished and acknowledged, offsets are
+committed, locks released, then the process exits 0.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from typing import Any
+
+import click
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from delay.config import DelayConfig
+from delay.forwarder import DEFAULT_GROUP, DelayForwarder
+from facade.config import Settings
+from facade.errors import ConfigError
+
+
+class ForwarderSettings(BaseSettings):
+    """Service settings of the forwarder (``ROCKETKAFKA_FORWARDER_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="ROCKETKAFKA_FORWARDER_", extra="forbid")
+
+    group: str = DEFAULT_GROUP
+    consumer_options: dict[str, Any] = Field(default_factory=dict)
+    metrics_port: int | None = None
+
+
+@click.command("delay-forwarder")
+@click.option("--group", default=None, help=f"consumer group of the forwarders [env or {DEFAULT_GROUP}]")
+@click.option("--levels", default=None, help='delay levels, e.g. "1s 5s 10s" [ROCKETKAFKA_DELAY_LEVELS]')
+@click.option("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
+@click.option("--option", "options", multiple=True, metavar="NAME=VALUE",
+              help="a consumer option, e.g. lock_lease_ms=3000 (repeatable)")
+def delay_forwarder(group: str | None, levels: str | None, metrics_port: int | None, options: tuple[str, ...]) -> None:
+    """Forward delayed messages to their real topic when due (RocketMQ's ScheduleMessageService)."""
+    try:
+        service = ForwarderSettings()
+        settings = Settings.load()
+        config = DelayConfig.load(levels=levels)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    consumer_options = {**service.consumer_options, **_parse_options(options)}
+    forwarder = DelayForwarder(settings, config, group=group or service.group, consumer_options=consumer_options,
+                               metrics_port=metrics_port or service.metrics_port)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    forwarder.start()
+    click.echo(f"delay forwarder {forwarder.consumer.instance_name} running (levels {config.describe()})", err=True)
+    while not stop.wait(1.0):
+        pass
+    forwarder.close()
+    click.echo(f"delay forwarder stopped: {json.dumps(forwarder.metrics.summary())}", err=True)
+
+
+def _parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
+    parsed: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise ConfigError(f"--option needs NAME=VALUE, got {pair!r}")
+        try:
+            parsed[name] = json.loads(value)
+        except ValueError:
+            parsed[name] = value
+    return parsed

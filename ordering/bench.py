@@ -1,0 +1,242 @@
+"""``rocketkafka bench orderly``: ordered consumption figures beside their targets (issue 3).
+
+- key-ordered vs partition-serial throughput: 4 partitions, 256 keys, a listener that
+  sleeps 10 ms; target key mode >= 20x partition-serial;
+- orderly mode with a no-op listener vs a raw confluent-kafka ``consume()`` loop over the
+  same topic in the same run; target >= 0.6x;
+- time until the remaining consumer owns a partition after a graceful leave (target < 1 s)
+  and after the owner is SIGKILLed (target <= lease + 1 s);
+- one batch renewal of 1000 locks on the Redis nodes (target < 20 ms).
+
+Rates are steady-state: messages between the first and the last handled, over that time.
+Consumers run with :data:`TIMINGS` (a 3 s lease), so the SIGKILL figure stays short.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import click
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import Producer as RawProducer
+
+from facade.admin import TopicAdmin
+from facade.config import Settings
+from facade.names import Header
+from facade.selectors import hash_selector
+from ordering.locks import LockTable, bench_renew
+from ordering.push_consumer import PushConsumer
+
+__all__ = ["TIMINGS", "Row", "bench_orderly", "print_rows"]
+
+#: Consumer timings of the benchmark (ms): lease 3 s, renew 1 s, client expiry 2 s.
+TIMINGS = dict(heartbeat_interval_ms=200, member_timeout_ms=2000, lock_lease_ms=3000, lock_renew_interval_ms=1000,
+               lock_client_expiry_ms=2000, rebalance_interval_ms=2000, commit_interval_ms=500)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One figure: its value, and the target it is held against (``ok`` None: no target)."""
+
+    name: str
+    value: float
+    unit: str
+    detail: str = ""
+    target: str = ""
+    ok: bool | None = None
+
+
+def print_rows(title: str, rows: list[Row]) -> None:
+    click.secho(f"\n{title}", bold=True)
+    click.echo(f"{'figure':<52} {'value':>12} {'unit':<6} {'target':<16} {'':<4} detail")
+    for r in rows:
+        mark = "" if r.ok is None else ("ok" if r.ok else "MISS")
+        value = f"{r.value:,.0f}" if abs(r.value) >= 100 else f"{r.value:,.3f}"
+        click.echo(f"{r.name:<52} {value:>12} {r.unit:<6} {r.target:<16} {mark:<4} {r.detail}")
+
+
+def bench_orderly(settings: Settings, keys: int = 256, partitions: int = 4, handler_ms: float = 10.0,
+                  keyed_messages: int = 24_000, serial_messages: int = 1_200, noop_messages: int = 100_000,
+                  threads: int = 256) -> list[Row]:
+    """Run every figure of the orderly benchmark; see the module docstring."""
+    rows: list[Row] = []
+    serial = _sleeping_rate(settings, partitions, keys, serial_messages, handler_ms, "partition", threads)
+    keyed = _sleeping_rate(settings, partitions, keys, keyed_messages, handler_ms, "key", threads)
+    rows.append(Row(f"partition-serial orderly, {handler_ms:g} ms listener", serial, "msg/s",
+                    f"{partitions} partitions"))
+    rows.append(Row(f"key-ordered ({keys} keys), {handler_ms:g} ms listener", keyed, "msg/s",
+                    f"{keyed / serial:.1f}x serial, {threads} threads", ">= 20x serial", keyed / serial >= 20))
+    raw, ours = _noop_rates(settings, partitions, noop_messages)
+    rows.append(Row("raw confluent-kafka consume()", raw, "msg/s", f"{noop_messages:,} x 100 B"))
+    rows.append(Row("orderly PushConsumer, no-op listener", ours, "msg/s", f"{ours / raw:.2f}x raw",
+                    ">= 0.6x raw", ours / raw >= 0.6))
+    graceful, killed = _takeover_times(settings, partitions)
+    lease = TIMINGS["lock_lease_ms"] / 1000
+    rows.append(Row("takeover after a graceful leave", graceful, "s", "", "< 1 s", graceful < 1.0))
+    rows.append(Row("takeover after SIGKILL of the owner", killed, "s", f"lease {lease:g} s",
+                    f"<= {lease + 1:g} s", killed <= lease + 1))
+    renew = bench_renew(settings.require_redis(), 1000) * 1000
+    rows.append(Row("batch renew of 1000 locks", renew, "ms", f"{len(settings.redis_urls)} Redis nodes, median",
+                    "< 20 ms", renew < 20))
+    return rows
+
+
+# -- throughput ------------------------------------------------------------------------------------
+def _topic(settings: Settings, partitions: int) -> str:
+    name = f"bench-orderly-{uuid.uuid4().hex[:8]}"
+    TopicAdmin(settings).create(name, partitions=partitions)
+    return name
+
+
+def _fill(settings: Settings, topic: str, partitions: int, count: int, keys: int) -> None:
+    """``count`` 100-byte messages; message ``i`` has key ``k{i % keys}`` and goes to that key's partition."""
+    p = RawProducer(settings.kafka_config(**{"linger.ms": 5}))
+    body = b"x" * 100
+    for i in range(count):
+        key = f"k{i % keys}".encode()
+        partition = hash_selector(partitions, None, key)
+        while True:
+            try:
+                p.produce(topic, body, key=key, partition=partition, headers=[(Header.MSG_ID, f"m{i}".encode())])
+                break
+            except BufferError:
+                p.poll(0.01)
+        p.poll(0)
+    p.flush()
+
+
+class _Meter:
+    """Counts handled messages and the times of the first and the last."""
+
+    def __init__(self, target: int) -> None:
+        self.target, self.count, self.first, self.last = target, 0, 0.0, 0.0
+        self.done = threading.Event()
+        self._lock = threading.Lock()
+
+    def tick(self) -> None:
+        now = time.perf_counter()
+        with self._lock:
+            self.count += 1
+            if self.count == 1:
+                self.first = now
+            self.last = now
+            if self.count >= self.target:
+                self.done.set()
+
+    def rate(self) -> float:
+        return (self.count - 1) / (self.last - self.first) if self.last > self.first else 0.0
+
+
+def _consume_with(settings: Settings, topic: str, listener, meter: _Meter, timeout: float, **options: Any) -> float:
+    consumer = PushConsumer(f"bench-{uuid.uuid4().hex[:6]}", settings=settings, orderly=True, **{**TIMINGS, **options})
+    consumer.subscribe(topic, listener)
+    consumer.start()
+    try:
+        if not meter.done.wait(timeout):
+            raise click.ClickException(f"benchmark consumer handled only {meter.count} of {meter.target} in {timeout} s")
+    finally:
+        consumer.shutdown()
+    return meter.rate()
+
+
+def _sleeping_rate(settings: Settings, partitions: int, keys: int, count: int, handler_ms: float, order_key: str,
+                   threads: int) -> float:
+    topic = _topic(settings, partitions)
+    _fill(settings, topic, partitions, count, keys)
+    meter = _Meter(count)
+    pause = handler_ms / 1000
+
+    def listener(_msg: object) -> None:
+        time.sleep(pause)
+        meter.tick()
+
+    return _consume_with(settings, topic, listener, meter, timeout=max(60.0, count * pause / partitions * 3),
+                         order_key=order_key, consume_thread_max=threads)
+
+
+def _noop_rates(settings: Settings, partitions: int, count: int) -> tuple[float, float]:
+    topic = _topic(settings, partitions)
+    _fill(settings, topic, partitions, count, keys=1024)
+    raw = _Meter(count)
+    c = Consumer(settings.kafka_config(**{"group.id": f"raw-{uuid.uuid4().hex}", "enable.auto.commit": False}))
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    try:
+        while raw.count < count:
+            for m in c.consume(1000, 1.0):
+                if m.error() is None:
+                    raw.tick()
+    finally:
+        c.close()
+    ours = _Meter(count)
+    return raw.rate(), _consume_with(settings, topic, lambda _m: ours.tick(), ours, timeout=120.0)
+
+
+# -- takeover ----------------------------------------------------------------------------------------
+def _takeover_times(settings: Settings, partitions: int) -> tuple[float, float]:
+    """Seconds until the survivor owns every partition: after a graceful leave, then after a SIGKILL."""
+    topic = _topic(settings, partitions)
+    group = f"bench-takeover-{uuid.uuid4().hex[:6]}"
+    survivor = _idle_consumer(settings, group, topic)
+    try:
+        leaving = _idle_consumer(settings, group, topic)
+        _wait(lambda: len(survivor.assignment()) == partitions // 2 and len(leaving.assignment()) == partitions // 2)
+        started = time.perf_counter()
+        threading.Thread(target=leaving.shutdown, daemon=True).start()
+        _wait(lambda: len(survivor.assignment()) == partitions, 0.002)
+        graceful = time.perf_counter() - started
+
+        ctx = multiprocessing.get_context("spawn")
+        ready = ctx.Event()
+        victim = ctx.Process(target=_victim, args=(settings.model_dump(), group, topic, ready), daemon=True)
+        victim.start()
+        try:
+            if not ready.wait(60):
+                raise click.ClickException("the victim consumer did not start")
+            _wait(lambda: len(survivor.assignment()) == partitions // 2 and _all_locked(settings, group, topic, partitions))
+            time.sleep(0.5)  # a renewal in between: the lease runs from a random point, as in life
+            started = time.perf_counter()
+            os.kill(victim.pid, signal.SIGKILL)
+            _wait(lambda: len(survivor.assignment()) == partitions, 0.002, timeout=30)
+            killed = time.perf_counter() - started
+        finally:
+            if victim.is_alive():
+                victim.kill()
+            victim.join(10)
+    finally:
+        survivor.shutdown()
+    return graceful, killed
+
+
+def _idle_consumer(settings: Settings, group: str, topic: str) -> PushConsumer:
+    consumer = PushConsumer(group, settings=settings, orderly=True, **TIMINGS)
+    consumer.subscribe(topic, lambda _m: None)
+    consumer.start()
+    return consumer
+
+
+def _victim(settings: dict, group: str, topic: str, ready) -> None:
+    """The consumer process the benchmark kills."""
+    _idle_consumer(Settings(**settings), group, topic)
+    ready.set()
+    while True:
+        time.sleep(1)
+
+
+def _all_locked(settings: Settings, group: str, topic: str, partitions: int) -> bool:
+    with LockTable(settings.require_redis(), group, f"bench-observer-{uuid.uuid4().hex[:6]}", settings.keys) as table:
+        return all(table.describe((topic, p)) is not None for p in range(partitions))
+
+
+def _wait(predicate, interval: float = 0.02, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise click.ClickException("benchmark: the group did not settle in time")
+        time.sleep(interval)

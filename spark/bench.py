@@ -1,0 +1,140 @@
+"""Spark batch read throughput beside a raw confluent-kafka consume of the same topic.
+
+One run: fill a fresh topic with ``n`` messages of ``size`` bytes, read all of it
+with one raw ``Consumer.consume()`` loop (the baseline: the best of default
+settings, GC off, and GC off with a short ``fetch.wait.max.ms``), then with a Spark batch query through
+:func:`spark.read_messages` (``write.format("noop")``, so every row reaches the
+JVM and nothing else is measured). Spark's first query pays for JVM warm-up and
+Python worker start; it is reported apart ("cold") from the best later run.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+import uuid
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+from facade.admin import TopicAdmin
+from facade.config import Settings
+
+#: The issue's target: Spark reads at least this fraction of the raw rate.
+TARGET_RATIO = 0.5
+
+
+def fill_topic(bootstrap_servers: str, topic: str, n: int, size: int) -> float:
+    """Produce ``n`` messages of ``size`` bytes round-robin; returns seconds taken."""
+    producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 5, "batch.size": 1_000_000,
+                         "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576})
+    body = b"x" * size
+    start = time.perf_counter()
+    for i in range(n):
+        key = str(i).encode()
+        try:
+            producer.produce(topic, body, key)
+        except BufferError:
+            producer.poll(0.05)
+            producer.produce(topic, body, key)
+    if producer.flush(120) != 0:
+        raise RuntimeError(f"could not deliver all {n} benchmark messages to {topic}")
+    return time.perf_counter() - start
+
+
+def raw_consume(bootstrap_servers: str, topic: str, partitions: int, n: int, gc_enabled: bool = True,
+                fetch_wait_ms: int | None = None) -> float:
+    """Seconds for one consumer to read the whole topic with ``consume()`` (touching each value).
+
+    ``gc_enabled=False`` and a short ``fetch_wait_ms`` tune the baseline: the cyclic
+    GC rescans the many message objects, and Tansu holds a fetch for
+    ``fetch.wait.max.ms`` once some assigned partition has no more data.
+    """
+    config = {"bootstrap.servers": bootstrap_servers, "group.id": f"bench-raw-{uuid.uuid4().hex[:8]}",
+              "enable.auto.commit": False}
+    if fetch_wait_ms is not None:
+        config["fetch.wait.max.ms"] = fetch_wait_ms
+    consumer = Consumer(config)
+    was_enabled = gc.isenabled()
+    if not gc_enabled:
+        gc.disable()
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        seen = 0
+        start = time.perf_counter()
+        while seen < n:
+            # consume() waits until it has all it asked for: never ask past the end
+            for msg in consumer.consume(min(10_000, n - seen), 0.5):
+                if msg.error() is None:
+                    msg.value()
+                    seen += 1
+        return time.perf_counter() - start
+    finally:
+        if was_enabled:
+            gc.enable()
+        consumer.close()
+
+
+def bench_spark(bootstrap_servers: str, n: int = 1_000_000, size: int = 100, partitions: int = 8,
+                master: str = "local[2]", runs: int = 2, engine: str = "python", spark: Any = None,
+                echo: bool = True) -> dict[str, Any]:
+    """Spark batch read rows/s beside raw confluent-kafka, on a fresh topic of ``n`` x ``size`` B.
+
+    Returns the figures (``raw_rows_per_s``, ``spark_cold_rows_per_s``,
+    ``spark_rows_per_s``, ``ratio`` = warm Spark / raw, ...) and prints them as a table.
+    """
+    from spark.engine import read_messages
+    from spark.session import spark_session
+
+    settings = Settings(bootstrap_servers=bootstrap_servers)
+    admin = TopicAdmin(settings)
+    topic = f"bench-spark-{uuid.uuid4().hex[:8]}"
+    admin.create(topic, partitions=partitions)
+    try:
+        produce_s = fill_topic(bootstrap_servers, topic, n, size)
+        raw_default_s = raw_consume(bootstrap_servers, topic, partitions, n)
+        raw_s = min(raw_default_s, raw_consume(bootstrap_servers, topic, partitions, n, gc_enabled=False),
+                    raw_consume(bootstrap_servers, topic, partitions, n, gc_enabled=False, fetch_wait_ms=10))
+        session = spark or spark_session(master=master, app_name="rocketkafka-bench")
+        df = read_messages(session, {"kafka.bootstrap.servers": bootstrap_servers, "subscribe": topic}, engine=engine)
+        timings = []
+        for _ in range(max(runs, 1) + 1):
+            start = time.perf_counter()
+            df.write.format("noop").mode("overwrite").save()
+            timings.append(time.perf_counter() - start)
+        rows = df.count()
+        if rows != n:
+            raise RuntimeError(f"Spark read {rows} rows, expected {n}")
+    finally:
+        admin.delete([topic])
+    figures = {
+        "messages": n,
+        "size": size,
+        "partitions": partitions,
+        "master": session.sparkContext.master,
+        "produce_msgs_per_s": n / produce_s,
+        "raw_default_rows_per_s": n / raw_default_s,
+        "raw_rows_per_s": n / raw_s,
+        "spark_cold_rows_per_s": n / timings[0],
+        "spark_rows_per_s": n / min(timings[1:]),
+    }
+    figures["ratio"] = figures["spark_rows_per_s"] / figures["raw_rows_per_s"]
+    figures["cold_ratio"] = figures["spark_cold_rows_per_s"] / figures["raw_rows_per_s"]
+    if echo:
+        print_bench(figures)
+    return figures
+
+
+def print_bench(figures: dict[str, Any]) -> None:
+    """The benchmark figures as a table."""
+    print(f"\nspark batch read: {figures['messages']:,} x {figures['size']} B, {figures['partitions']} partitions, "
+          f"master {figures['master']}")
+    print(f"{'figure':<44} {'rows/s':>12} {'vs raw':>8} {'target':>8}")
+    print(f"{'raw consume(), default settings':<44} {figures['raw_default_rows_per_s']:>12,.0f} "
+          f"{figures['raw_default_rows_per_s'] / figures['raw_rows_per_s']:>7.2f}x {'-':>8}")
+    print(f"{'raw consume(), best (GC off, short fetch wait)':<44} {figures['raw_rows_per_s']:>12,.0f} "
+          f"{1:>7.2f}x {'-':>8}")
+    print(f"{'spark read, first query (cold)':<44} {figures['spark_cold_rows_per_s']:>12,.0f} "
+          f"{figures['cold_ratio']:>7.2f}x {'-':>8}")
+    print(f"{'spark read, best warm query':<44} {figures['spark_rows_per_s']:>12,.0f} "
+          f"{figures['ratio']:>7.2f}x {'>= ' + format(TARGET_RATIO, '.2f') + 'x':>8}")

@@ -1,0 +1,147 @@
+"""One door to Kafka for every pipeline: Spark's JVM ``kafka`` source where it loads, else ours.
+
+:func:`read_messages` (batch) and :func:`read_message_stream` (streaming) take
+the options of Spark's Kafka source and return a DataFrame with its schema; the
+rest of a pipeline cannot tell which engine ran. The engine is chosen by the
+``engine`` argument, else ``$ROCKETKAFKA_SPARK_ENGINE``, else ``auto``:
+
+- ``jvm``: Spark's ``kafka`` source (``spark-sql-kafka-0-10`` on the classpath);
+- ``python``: the project's reader (:mod:`spark.kafka_source`);
+- ``auto``: ``jvm`` when ``org.apache.spark.sql.kafka010.KafkaSourceProvider`` loads.
+
+Options are checked on the driver before anything runs: an unknown option, bad
+offsets JSON or a missing topic raise :class:`~spark.errors.SourceOptionError` /
+:class:`~facade.errors.TopicNotFoundError` right at the call.
+
+>>> df = read_messages(spark, {"kafka.bootstrap.servers": bs, "subscribe": "orders"},  # doctest: +SKIP
+...                    includeHeaders=True)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from spark.errors import EngineUnavailableError, SourceOptionError
+from spark.kafka_io import discover, open_consumer
+from spark.kafka_source import SOURCE_NAME, resolve_offsets
+from spark.options import SourceOptions, parse_options
+from spark.session import register_source
+
+log = logging.getLogger(__name__)
+
+#: Environment variable that forces an engine (``auto``, ``jvm``, ``python``).
+ENGINE_ENV = "ROCKETKAFKA_SPARK_ENGINE"
+ENGINES = ("auto", "jvm", "python")
+#: Provider class of Spark's JVM Kafka source.
+JVM_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+
+
+def jvm_kafka_available(spark: SparkSession) -> bool:
+    """True when Spark's JVM Kafka source (``spark-sql-kafka-0-10``) can be loaded in ``spark``."""
+    jvm = getattr(spark, "_jvm", None) or getattr(getattr(spark, "sparkContext", None), "_jvm", None)
+    if jvm is None:  # Spark Connect: no py4j gateway; ask the server to resolve the format
+        try:
+            spark.read.format("kafka").option("kafka.bootstrap.servers", "localhost:0").option("subscribe", "probe").load().schema
+            return True
+        except Exception:  # noqa: BLE001 - any failure means it cannot be used
+            return False
+    try:
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        jvm.java.lang.Class.forName(JVM_PROVIDER, False, loader)
+        return True
+    except Exception:  # noqa: BLE001 - py4j raises Py4JJavaError for ClassNotFoundException
+        return False
+
+
+def choose_engine(spark: SparkSession, engine: str | None = None) -> str:
+    """``jvm`` or ``python`` for ``engine`` (``None``: ``$ROCKETKAFKA_SPARK_ENGINE`` or ``auto``).
+
+    Raises:
+        EngineUnavailableError: ``jvm`` was forced but the connector does not load.
+        ConfigError: an unknown engine name.
+    """
+    wanted = (engine or os.environ.get(ENGINE_ENV) or "auto").strip().lower()
+    if wanted not in ENGINES:
+        raise SourceOptionError("engine", f"unknown engine {wanted!r}; use one of {', '.join(ENGINES)}")
+    if wanted == "python":
+        return "python"
+    available = jvm_kafka_available(spark)
+    if wanted == "jvm" and not available:
+        raise EngineUnavailableError(
+            f"engine 'jvm' needs Spark's Kafka connector ({JVM_PROVIDER}); add the package "
+            "org.apache.spark:spark-sql-kafka-0-10_2.13 (spark.jars.packages) or use engine='python'")
+    return "jvm" if available else "python"
+
+
+def _as_option(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Mapping | list | tuple):
+        return json.dumps(value)
+    return str(value)
+
+
+def _merge(options: Mapping[str, Any] | None, more: Mapping[str, Any]) -> dict[str, str]:
+    merged = {**(options or {}), **more}
+    return {str(k): _as_option(v) for k, v in merged.items() if v is not None}
+
+
+def check_source(options: Mapping[str, str], streaming: bool, engine: str) -> SourceOptions:
+    """Check options and topics on the driver (raises before any Spark job is planned)."""
+    parsed = parse_options(options, streaming=streaming, jvm=engine == "jvm")
+    try:
+        consumer = open_consumer(parsed, "check")
+    except SourceOptionError:
+        if engine == "jvm":  # Java-only client settings; the JVM source will judge them
+            return parsed
+        raise
+    try:
+        tps = discover(consumer, parsed)
+    finally:
+        consumer.close()
+    for name, spec in (("startingOffsets", parsed.starting), ("endingOffsets", parsed.ending)):
+        if isinstance(spec, dict):  # JSON offsets must name every partition (as in Spark)
+            resolve_offsets(spec, name, tps, dict.fromkeys(tps, (0, 0)))
+    return parsed
+
+
+def _format(spark: SparkSession, engine: str) -> str:
+    if engine == "jvm":
+        return "kafka"
+    register_source(spark)
+    return SOURCE_NAME
+
+
+def read_messages(spark: SparkSession, options: Mapping[str, Any] | None = None, *, engine: str | None = None,
+                  **more: Any) -> DataFrame:
+    """A batch DataFrame with Spark's Kafka source schema.
+
+    Parameters:
+        spark: the session.
+        options: Kafka source options (``kafka.bootstrap.servers``, ``subscribe``, ...).
+        engine: ``auto`` | ``jvm`` | ``python`` (default ``$ROCKETKAFKA_SPARK_ENGINE`` or ``auto``).
+        more: more options as keywords (``includeHeaders=True``, ``startingOffsets={...}``);
+            bools become ``true``/``false`` and dicts JSON.
+
+    Raises:
+        SourceOptionError, TopicNotFoundError, EngineUnavailableError: before any job runs.
+    """
+    opts = _merge(options, more)
+    chosen = choose_engine(spark, engine)
+    check_source(opts, streaming=False, engine=chosen)
+    return spark.read.format(_format(spark, chosen)).options(**opts).load()
+
+
+def read_message_stream(spark: SparkSession, options: Mapping[str, Any] | None = None, *, engine: str | None = None,
+                        **more: Any) -> DataFrame:
+    """A streaming DataFrame with Spark's Kafka source schema (see :func:`read_messages`)."""
+    opts = _merge(options, more)
+    chosen = choose_engine(spark, engine)
+    check_source(opts, streaming=True, engine=chosen)
+    return spark.readStream.format(_format(spark, chosen)).options(**opts).load()

@@ -1,0 +1,251 @@
+"""Shared helpers of the delay tests: scaled levels, forwarders (in-process and as `rocketkafka delay-forwarder`
+subprocesses), and a receiver that timestamps every record arriving on a real topic."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+from delay.config import DelayConfig, configure
+from delay.forwarder import DelayForwarder
+from delay.routing import DELAY_HEADERS, now_ms
+from facade.names import Header
+from facade.testing.reading import read_all
+
+#: Test levels, scaled down from RocketMQ's 1s..2h.
+SCALED_LEVELS = "100ms 200ms 500ms 1s 2s"
+#: Lock and membership timings short enough for crash tests (ConsumerOptions fields, ms).
+FAST = dict(heartbeat_interval_ms=200, member_timeout_ms=2000, lock_lease_ms=3000, lock_renew_interval_ms=1000,
+            lock_client_expiry_ms=2000, rebalance_interval_ms=2000, commit_interval_ms=200)
+#: The issue's lateness bound.
+P99_BOUND_MS = 50
+REPO = Path(__file__).resolve().parents[2]
+
+
+def wait_until(predicate, timeout: float = 30.0, interval: float = 0.02) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return False
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
+
+
+@pytest.fixture
+def delay_config() -> DelayConfig:
+    """Scaled levels, installed process-wide for the test's producers (as ``messageDelayLevel`` is broker-wide)."""
+    config = DelayConfig(levels=SCALED_LEVELS, partitions=2)
+    configure(config)
+    yield config
+    configure(None)
+
+
+@pytest.fixture
+def forwarder(rk_settings, delay_config):
+    """``forwarder(**kw) -> DelayForwarder`` started in this process; all are closed at the end."""
+    started: list[DelayForwarder] = []
+
+    def start(**kw: Any) -> DelayForwarder:
+        fwd = DelayForwarder(rk_settings, kw.pop("config", delay_config),
+                             consumer_options={**FAST, **kw.pop("consumer_options", {})}, **kw)
+        started.append(fwd.start())
+        return fwd
+
+    yield start
+    for fwd in started:
+        fwd.close()
+
+
+class ForwarderProcess:
+    """``rocketkafka delay-forwarder`` in a subprocess, configured through the environment only."""
+
+    def __init__(self, settings, config: DelayConfig, name: str, log_dir: Path) -> None:
+        env = dict(os.environ)
+        env.update({
+            "ROCKETKAFKA_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+            "ROCKETKAFKA_REDIS_URLS": ",".join(settings.redis_urls),
+            "ROCKETKAFKA_TOPIC_PREFIX": settings.topic_prefix,
+            "ROCKETKAFKA_REDIS_PREFIX": settings.redis_prefix,
+            "ROCKETKAFKA_DELAY_LEVELS": " ".join(f"{ms}ms" for ms in config.levels),
+            "ROCKETKAFKA_DELAY_PARTITIONS": str(config.partitions),
+            "ROCKETKAFKA_FORWARDER_CONSUMER_OPTIONS": json.dumps(FAST),
+        })
+        self.name = name
+        self.log_path = log_dir / f"{name}.log"
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "facade.cli", "-v", "delay-forwarder"], cwd=REPO, env=env,
+                                     stdout=self._log, stderr=subprocess.STDOUT)
+
+    def kill(self) -> None:
+        """SIGKILL: no goodbye, no commit, no unlock."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def terminate(self, timeout: float = 30) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def close(self) -> None:
+        if self.alive():
+            self.kill()
+        self._log.close()
+
+
+@pytest.fixture
+def forwarder_process(rk_settings, delay_config, tmp_path):
+    """``forwarder_process(name) -> ForwarderProcess``; any still running are killed at the end."""
+    procs: list[ForwarderProcess] = []
+
+    def spawn(name: str = "fwd") -> ForwarderProcess:
+        proc = ForwarderProcess(rk_settings, delay_config, f"{name}-{len(procs)}", tmp_path)
+        procs.append(proc)
+        return proc
+
+    yield spawn
+    for proc in procs:
+        proc.close()
+
+
+@dataclass
+class Arrival:
+    """One record seen on a real topic, with the time the receiver got it."""
+
+    received_ms: int
+    record: Any
+
+    @property
+    def msg_id(self) -> str:
+        return dict(self.record.headers() or [])[Header.MSG_ID].decode()
+
+
+@dataclass
+class Receiver:
+    """Reads real topics from the start in a thread (plain confluent-kafka, short fetch wait)."""
+
+    bootstrap: str
+    topics: dict[str, int]  # topic -> partitions
+    arrivals: list[Arrival] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"receiver-{uuid.uuid4().hex}",
+                                   "enable.auto.commit": False, "fetch.wait.max.ms": 5})
+        self._consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, n in self.topics.items() for p in range(n)])
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            first = self._consumer.poll(0.05)  # returns at the first record (consume(n, t) waits all of t)
+            if first is None:
+                continue
+            received = now_ms()
+            for record in [first, *self._consumer.consume(999, 0)]:
+                if record.error():
+                    if record.error().code() != KafkaError._PARTITION_EOF:
+                        raise RuntimeError(record.error())
+                    continue
+                self.arrivals.append(Arrival(received, record))
+
+    def ids(self) -> Counter:
+        return Counter(a.msg_id for a in list(self.arrivals))
+
+    def wait_for(self, ids: set[str], timeout: float) -> bool:
+        return wait_until(lambda: ids <= set(self.ids()), timeout, 0.05)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._consumer.close()
+
+
+@pytest.fixture
+def receiver(rk_settings):
+    """``receiver({topic: partitions}) -> Receiver``."""
+    made: list[Receiver] = []
+
+    def make(topics: dict[str, int]) -> Receiver:
+        r = Receiver(rk_settings.bootstrap_servers, topics)
+        made.append(r)
+        return r
+
+    yield make
+    for r in made:
+        r.close()
+
+
+def delay_records(settings, config: DelayConfig) -> dict[str, Any]:
+    """Every record on the level and step topics, first copy per message id (the one the producer wrote)."""
+    from delay.tiers import Tiers
+
+    first: dict[str, tuple[int, Any]] = {}
+    for topic in Tiers(settings.topics, config).topics():
+        for record in read_all(settings.bootstrap_servers, topic, timeout=30):
+            mid = dict(record.headers() or []).get(Header.MSG_ID)
+            if mid is None:
+                continue
+            key = mid.decode()
+            if key not in first or record.timestamp()[1] < first[key][0]:
+                first[key] = (record.timestamp()[1], record)
+    return {k: v[1] for k, v in first.items()}
+
+
+def due_of(record: Any) -> int:
+    return int(dict(record.headers())[Header.DELIVER_AT])
+
+
+def without_delay_headers(headers: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+    return [(k, v) for k, v in headers if k not in DELAY_HEADERS]
+
+
+@dataclass
+class LatenessReport:
+    count: int
+    early: list[str]
+    p50: float
+    p99: float
+    max: float
+    forward_p99: float  # forwarder's produce time - due
+    transport_p99: float  # receive time - forwarder's produce time
+
+    def summary(self) -> str:
+        return (f"n={self.count} early={len(self.early)} lateness p50={self.p50} ms p99={self.p99} ms max={self.max} ms "
+                f"(forwarder p99 {self.forward_p99} ms, produce->receive p99 {self.transport_p99} ms)")
+
+
+def lateness(arrivals: list[Arrival], due: dict[str, int]) -> LatenessReport:
+    """First arrival of each message against its due time: lateness = received - due; early = forwarded before due."""
+    first: dict[str, Arrival] = {}
+    for a in arrivals:
+        first.setdefault(a.msg_id, a)
+    mine = {m: a for m, a in first.items() if m in due}
+    late = [a.received_ms - due[m] for m, a in mine.items()]
+    early = [m for m, a in mine.items() if a.record.timestamp()[1] < due[m] or a.received_ms < due[m]]
+    forward = [a.record.timestamp()[1] - due[m] for m, a in mine.items()]
+    transport = [a.received_ms - a.record.timestamp()[1] for a in mine.values()]
+    return LatenessReport(len(late), early, percentile(late, 0.5), percentile(late, 0.99), max(late),
+                          percentile(forward, 0.99), percentile(transport, 0.99))

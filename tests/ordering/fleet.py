@@ -1,0 +1,161 @@
+"""Consumer processes for fault tests (see :mod:`tests.ordering.runner`) and a paced producer."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from facade import Message, Producer
+from facade.selectors import hash_selector
+from facade.testing.history import HandlerCall, History
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Runner:
+    """One consumer process; its handler calls land in ``<dir>/<name>.jsonl``."""
+
+    def __init__(self, directory: Path, name: str, settings, group: str, topic: str, **config) -> None:
+        self.name = name
+        self.history = directory / f"{name}.jsonl"
+        self.gate = directory / f"{name}.gate"
+        self.log = directory / f"{name}.log"
+        full = {"name": name, "group": group, "topic": topic, "bootstrap_servers": settings.bootstrap_servers,
+                "redis_urls": settings.redis_urls, "topic_prefix": settings.topic_prefix,
+                "redis_prefix": settings.redis_prefix, "history": str(self.history), "gate": str(self.gate), **config}
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "tests.ordering.runner", json.dumps(full)], cwd=ROOT,
+                                         stdout=subprocess.PIPE, stderr=log, text=True)
+        self.killed_at: float | None = None
+        self.stopped_at: float | None = None
+        self.resumed_at: float | None = None
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        line = _readline(self.proc, timeout)
+        if line.strip() != "ready":
+            raise RuntimeError(f"runner {self.name} did not start: {line!r}; see {self.log}")
+
+    def kill(self) -> None:
+        self.killed_at = time.time()
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def pause(self) -> None:
+        self.stopped_at = time.time()
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.proc.send_signal(signal.SIGCONT)
+        self.resumed_at = time.time()
+
+    def close(self, timeout: float = 60.0) -> None:
+        """Graceful leave (SIGTERM -> shutdown()); waits for the process to end."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout)
+
+    def park(self) -> None:
+        """Make the handlers park before their next message (the gate file)."""
+        self.gate.touch()
+
+    def unpark(self) -> None:
+        self.gate.unlink(missing_ok=True)
+
+    def calls(self) -> list[HandlerCall]:
+        return History.load([self.history])
+
+
+def _readline(proc: subprocess.Popen, timeout: float) -> str:
+    out: list[str] = []
+    reader = threading.Thread(target=lambda: out.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    return out[0] if out else ""
+
+
+def start_all(runners: list[Runner]) -> list[Runner]:
+    for runner in runners:
+        runner.wait_ready()
+    return runners
+
+
+def all_calls(runners: list[Runner]) -> list[HandlerCall]:
+    return History.load([r.history for r in runners])
+
+
+def seen_ids(runners: list[Runner]) -> set[str]:
+    return {c.msg_id for c in all_calls(runners)}
+
+
+class PacedProducer:
+    """Sends ``n`` messages over about ``seconds`` in a background thread; ``ids`` once done.
+
+    Message ``i`` belongs to order ``order_of(i)``: it is the partition key and the message key.
+    """
+
+    def __init__(self, settings, topic: str, n: int, seconds: float, order_of) -> None:
+        self.settings, self.topic, self.n, self.seconds, self.order_of = settings, topic, n, seconds, order_of
+        self.ids: list[str] = []
+        self.acked = 0
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> PacedProducer:
+        self._thread.start()
+        return self
+
+    def join(self, timeout: float = 60.0) -> list[str]:
+        self._thread.join(timeout)
+        if self.error:
+            raise self.error
+        assert self.acked == self.n, f"only {self.acked} of {self.n} sends acknowledged"
+        return self.ids
+
+    def _run(self) -> None:
+        try:
+            with Producer("fault-producer", settings=self.settings) as producer:
+                chunks = max(1, int(self.seconds / 0.1))
+                per_chunk = -(-self.n // chunks)
+                started = time.monotonic()
+                for c in range(chunks):
+                    for i in range(c * per_chunk, min(self.n, (c + 1) * per_chunk)):
+                        key = self.order_of(i)
+                        msg = Message(self.topic, body=json.dumps({"order": key, "seq": i}).encode(), keys=key)
+                        producer.send_async(msg, self._acked, selector=hash_selector, arg=key)
+                        self.ids.append(msg.id)
+                    producer.poll(0)
+                    time.sleep(max(0.0, started + (c + 1) * 0.1 - time.monotonic()))
+                assert producer.flush(60) == 0
+        except BaseException as exc:
+            self.error = exc
+
+    def _acked(self, _result) -> None:
+        self.acked += 1
+
+
+def wait_for(predicate, timeout: float, interval: float = 0.25) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return False
+
+
+def cleanup(runners: list[Runner]) -> None:
+    for runner in runners:
+        runner.unpark()
+        if runner.proc.poll() is None:
+            try:
+                os.kill(runner.proc.pid, signal.SIGCONT)
+                runner.proc.kill()
+                runner.proc.wait(10)
+            except (OSError, subprocess.TimeoutExpired):
+                pass

@@ -1,0 +1,66 @@
+"""One consumer process for fault tests: a PushConsumer whose handler appends HandlerCall JSON lines to a file.
+
+Run as ``python -m tests.ordering.runner '<json>'`` with the keys
+
+    name, group, topic, bootstrap_servers, redis_urls, topic_prefix, redis_prefix  where and who
+    history        JSON-lines file the handler appends to (facade.testing.history)
+    orderly        bool; order_key, options (ConsumerOptions fields) as the consumer takes them
+    handler_ms     how long the handler body sleeps
+    idempotent     wrap the handler in IdempotentConsumer (consuming_ttl_ms)
+    gate           a path: while that file exists, handlers park before doing anything
+
+It prints ``ready`` once started, and on SIGTERM closes gracefully and prints ``closed``.
+SIGKILL and SIGSTOP are real: the test sends them to this process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+from facade import IdempotentConsumer, PushConsumer, Settings
+from facade.testing.history import History
+
+
+def main(config: dict) -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format=f"%(asctime)s {config['name']} %(threadName)s %(levelname)s %(name)s: %(message)s")
+    settings = Settings(bootstrap_servers=config["bootstrap_servers"], redis_urls=config["redis_urls"],
+                        topic_prefix=config["topic_prefix"], redis_prefix=config["redis_prefix"])
+    consumer = PushConsumer(config["group"], settings=settings, orderly=config.get("orderly", True),
+                            instance_name=f"{config['name']}@{os.getpid()}", **config.get("options", {}))
+    history = History(config["history"])
+    name, sleep, gate = config["name"], config.get("handler_ms", 0) / 1000, config.get("gate")
+
+    def body(msg):
+        with history.handler_call(name, msg, key=msg.key.decode() if msg.key else None):
+            if sleep:
+                time.sleep(sleep)
+
+    listener = IdempotentConsumer(consumer, body, consuming_ttl_ms=config.get("consuming_ttl_ms", 60_000)) \
+        if config.get("idempotent") else body
+
+    def handle(msg):
+        while gate and os.path.exists(gate):  # parked before anything happened to this message
+            time.sleep(0.005)
+        return listener(msg)
+
+    consumer.subscribe(config["topic"], handle)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    consumer.start()
+    print("ready", flush=True)
+    while not stop.wait(0.2):
+        pass
+    consumer.shutdown()
+    history.close()
+    print("closed", flush=True)
+
+
+if __name__ == "__main__":
+    main(json.loads(sys.argv[1]))

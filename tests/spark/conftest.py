@@ -1,0 +1,75 @@
+"""Spark test fixtures: one local[2] session for the whole test session, and a raw producer helper.
+
+Test data is produced with a plain confluent-kafka Producer, RocketMQ properties
+as ``rk.*`` headers (names from :class:`facade.names.Header`, UTF-8 values).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+import pytest
+from confluent_kafka import Producer
+
+from facade.config import Settings
+
+
+@dataclass
+class Record:
+    """One record to produce (and what the test expects to read back)."""
+
+    value: bytes | None
+    key: bytes | None = None
+    partition: int = 0
+    headers: list[tuple[str, bytes]] = field(default_factory=list)
+    timestamp: int | None = None  # epoch ms (CreateTime); None: the producer's clock
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from spark.session import spark_session
+
+    session = spark_session(master="local[2]", app_name="rocketkafka-tests", shuffle_partitions=4)
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def produce(rk_settings: Settings) -> Callable[[str, Iterable[Record]], int]:
+    """``produce(topic, records)``: send records to their partitions, flush, return how many."""
+    producer = Producer({"bootstrap.servers": rk_settings.bootstrap_servers, "linger.ms": 5,
+                         "queue.buffering.max.messages": 1_000_000, "batch.size": 1_000_000})
+
+    def send(topic: str, records: Iterable[Record]) -> int:
+        count = 0
+        for r in records:
+            kwargs = {"timestamp": r.timestamp} if r.timestamp is not None else {}
+            while True:
+                try:
+                    producer.produce(topic, value=r.value, key=r.key, partition=r.partition,
+                                     headers=r.headers or None, **kwargs)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            count += 1
+        assert producer.flush(60) == 0, "not every test record was delivered"
+        return count
+
+    return send
+
+
+@pytest.fixture
+def source(rk_settings: Settings) -> Callable[..., dict[str, str]]:
+    """``source(topic, **more)``: Kafka source options for ``topic`` on the test broker."""
+
+    def options(topic: str, **more: str) -> dict[str, str]:
+        return {"kafka.bootstrap.servers": rk_settings.bootstrap_servers, "subscribe": topic, **more}
+
+    return options
+
+
+def rows_by(df, *columns: str) -> Iterator[tuple]:
+    """The DataFrame's rows as tuples of ``columns`` (collected through Arrow)."""
+    table = df.select(*columns).toArrow()
+    return zip(*(table.column(c).to_pylist() for c in columns))

@@ -1,0 +1,129 @@
+"""The audit jobs on crafted topics: known orderings, lateness and transaction outcomes give known counts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from facade.admin import TopicAdmin
+from facade.names import Header, TopicNames
+from spark import audit_delay, audit_order, audit_txn
+from spark.cli import spark_cli
+from tests.spark.conftest import Record
+
+pytestmark = pytest.mark.integration
+
+
+def _ordered(keys: int, per_key: int, partitions: int) -> list[Record]:
+    """Interleaved keys, each key on one partition, sequence 1..per_key in produce order."""
+    records = []
+    for seq in range(1, per_key + 1):
+        for k in range(keys):
+            body = json.dumps({"key": f"key-{k}", "seq": seq}).encode()
+            records.append(Record(value=body, key=f"key-{k}".encode(), partition=k % partitions,
+                                  headers=[(Header.SHARDING_KEY, f"key-{k}".encode()), ("seq", str(seq).encode())]))
+    return records
+
+
+def test_audit_order_finds_zero_then_the_injected_violation(spark, rk_topic, produce, rk_settings, tmp_path):
+    bs = rk_settings.bootstrap_servers
+    ordered = rk_topic(partitions=4)
+    produce(ordered, _ordered(keys=12, per_key=40, partitions=4))
+    clean = audit_order(spark, bs, ordered, sequence="header:seq", output=tmp_path / "clean")
+    assert clean.summary["violations"] == 0 and clean.summary["keys_with_violations"] == 0
+    assert clean.summary["keys"] == 12 and clean.summary["messages"] == 480 and clean.summary["duplicates"] == 0
+    assert clean.output and list(Path(clean.output).glob("*.parquet"))
+
+    injected = rk_topic(partitions=4, suffix="-swap")
+    records = _ordered(keys=12, per_key=40, partitions=4)
+    swap_a = next(i for i, r in enumerate(records) if b'"key-5", "seq": 20}' in r.value)
+    swap_b = next(i for i, r in enumerate(records) if b'"key-5", "seq": 21}' in r.value)
+    records[swap_a], records[swap_b] = records[swap_b], records[swap_a]  # key-5: ... 19, 21, 20, 22 ...
+    records.append(Record(value=json.dumps({"key": "key-3", "seq": 40}).encode(), partition=3,
+                          headers=[(Header.SHARDING_KEY, b"key-3"), ("seq", b"40")]))  # a resend: a duplicate
+    produce(injected, records)
+    found = audit_order(spark, bs, injected, sequence="json:seq", key="json:key", echo=False)
+    assert found.summary["violations"] == 1 and found.summary["keys_with_violations"] == 1
+    assert found.summary["duplicates"] == 1
+    [bad] = [r for r in found.rows if r["violations"]]
+    assert bad["order_key"] == "key-5" and bad["first_violation"].startswith("1@")
+    # the same through the headers, and the CLI
+    assert audit_order(spark, bs, injected, sequence="header:seq", echo=False).summary["violations"] == 1
+    result = CliRunner().invoke(spark_cli, ["audit-order", injected, "-b", bs, "--sequence", "header:seq",
+                                            "--output", str(tmp_path / "cli"), "--format", "csv", "--strict"])
+    assert result.exit_code == 1, result.output
+    assert "violations" in result.output and list((tmp_path / "cli").glob("*.csv"))
+
+
+def test_audit_delay_lateness_per_level(spark, rk_topic, produce, rk_settings, tmp_path):
+    topic = rk_topic(partitions=2)
+    due = 1_700_000_000_000
+    lateness = {1: [3, 5, 8, 12, 40], 3: [1, 2, 120, 7], 0: [-4, 30]}  # level 0: an arbitrary deliver-at, one early
+    records = []
+    for level, values in lateness.items():
+        for i, late in enumerate(values):
+            headers = [(Header.DELIVER_AT, str(due + i).encode())]
+            if level:
+                headers.append((Header.DELAY_LEVEL, str(level).encode()))
+            records.append(Record(value=b"x", partition=i % 2, headers=headers, timestamp=due + i + late))
+    records.append(Record(value=b"not delayed", partition=0))  # no DELIVER_AT: not counted
+    produce(topic, records)
+    chart = tmp_path / "lateness.png"
+    result = audit_delay(spark, rk_settings.bootstrap_servers, [topic], output=tmp_path / "delay", chart=chart)
+    assert result.summary["messages"] == 11 and result.summary["early"] == 1 and result.summary["max_ms"] == 120
+    per_level = {r["level"]: r for r in result.rows}
+    assert {lvl: r["messages"] for lvl, r in per_level.items()} == {0: 2, 1: 5, 3: 4}
+    assert per_level[1]["max_ms"] == 40 and per_level[1]["p50_ms"] == 8 and per_level[0]["early"] == 1
+    histogram = {(r["level"], r["bucket"]): r["count"] for r in result.extra["histogram"]}
+    assert histogram[(1, "0-10")] == 3 and histogram[(3, "100-250")] == 1 and histogram[(0, "<0 (early)")] == 1
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and chart.stat().st_size > 500
+    table = pq.read_table(next((tmp_path / "delay").glob("*.parquet")))
+    assert sorted(table.column("level").to_pylist()) == [0, 1, 3]
+
+
+def _h(*pairs: tuple[str, str]) -> list[tuple[str, bytes]]:
+    return [(k, v.encode()) for k, v in pairs]
+
+
+def test_audit_txn_outcomes(spark, produce, rk_settings, rk_topic):
+    names = TopicNames(rk_settings.topic_prefix)
+    TopicAdmin(rk_settings).create_many({names.half(): 1, names.op(): 1, names.max_check(): 1})
+    real = rk_topic(partitions=2)
+    half = lambda txn: Record(value=b"half", headers=_h((Header.TRANSACTION_ID, txn), (Header.REAL_TOPIC, real)))  # noqa: E731
+    # half offsets: 0 committed, 1 rolled back, 2 unresolved, 3 max-checked, 4 committed (op without id),
+    # 5 max-checked again (the checker re-wrote it before giving up), 6 duplicated commit
+    produce(names.half(), [half("T-commit"), half("T-rollback"), half("T-open"), half("T-max"), half("T-byoffset"),
+                           half("T-max"), half("T-dup")])
+    produce(names.op(), [
+        Record(value=b"d", headers=_h((Header.TRANSACTION_ID, "T-commit"), (Header.HALF_OFFSET, "0"),
+                                      (Header.TRANSACTION_STATE, "COMMIT"))),
+        Record(value=b"d", headers=_h((Header.TRANSACTION_ID, "T-rollback"), (Header.HALF_OFFSET, "1"),
+                                      (Header.TRANSACTION_STATE, "ROLLBACK"))),
+        Record(value=b"d", headers=_h((Header.HALF_OFFSET, "4"), (Header.HALF_PARTITION, "0"),
+                                      (Header.TRANSACTION_STATE, "commit"))),
+        Record(value=b"d", headers=_h((Header.TRANSACTION_ID, "T-dup"), (Header.HALF_OFFSET, "6"),
+                                      (Header.TRANSACTION_STATE, "COMMIT"))),
+    ])
+    produce(names.max_check(), [Record(value=b"half", headers=_h((Header.HALF_OFFSET, "5")))])
+    produce(real, [Record(value=b"real", partition=i % 2, headers=_h((Header.TRANSACTION_ID, t)))
+                   for i, t in enumerate(["T-commit", "T-byoffset", "T-dup", "T-dup"])])
+    produce(real, [Record(value=b"plain", partition=0)])  # not transactional
+
+    result = audit_txn(spark, rk_settings.bootstrap_servers, topic_prefix=rk_settings.topic_prefix)
+    s = result.summary
+    assert (s["transactions"], s["committed"], s["rolled_back"], s["unresolved"], s["max_checked"]) == (6, 3, 1, 1, 1)
+    assert (s["conflict"], s["missing_real"], s["duplicate_real"], s["rollback_leaked"]) == (0, 0, 1, 0)
+    outcome = {r["txn_id"]: r["outcome"] for r in result.table.collect()}
+    assert outcome == {"T-commit": "committed", "T-rollback": "rolled_back", "T-open": "unresolved",
+                       "T-max": "max_checked", "T-byoffset": "committed", "T-dup": "committed"}
+    assert {r["txn_id"] for r in result.rows} == {"T-open", "T-max", "T-dup"}  # the ones worth a look
+
+
+def test_audit_txn_without_internal_topics_is_empty(spark, rk_settings):
+    result = audit_txn(spark, rk_settings.bootstrap_servers, topic_prefix=rk_settings.topic_prefix, echo=False)
+    assert result.summary["transactions"] == 0
+    assert not TopicAdmin(rk_settings).exists(TopicNames(rk_settings.topic_prefix).half())  # nothing auto-created

@@ -1,0 +1,37 @@
+"""The ``spark`` command group and the benchmark, end to end on the test broker."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from spark import bench_spark
+from spark.cli import spark_cli
+
+pytestmark = pytest.mark.integration
+
+
+def test_commands_are_listed():
+    result = CliRunner().invoke(spark_cli, ["--help"])
+    assert result.exit_code == 0
+    for command in ("audit-order", "audit-delay", "audit-txn", "bench"):
+        assert command in result.output
+
+
+def test_audit_txn_command_on_an_empty_prefix(spark, rk_settings, tmp_path):
+    out = tmp_path / "txn"
+    result = CliRunner().invoke(spark_cli, ["audit-txn", "-b", rk_settings.bootstrap_servers, "--topic-prefix",
+                                            rk_settings.topic_prefix, "--output", str(out), "--strict"])
+    assert result.exit_code == 0, result.output
+    assert "transactions" in result.output and out.exists()
+
+
+def test_audit_commands_report_a_missing_topic_cleanly(spark, rk_settings):
+    result = CliRunner().invoke(spark_cli, ["audit-delay", "no-such-topic-here", "-b", rk_settings.bootstrap_servers])
+    assert result.exit_code == 1 and "does not exist" in result.output
+
+
+def test_bench_reports_spark_beside_raw(spark, rk_settings, capsys):
+    figures = bench_spark(rk_settings.bootstrap_servers, n=20_000, size=100, partitions=4, runs=1, spark=spark)
+    assert figures["messages"] == 20_000 and figures["raw_rows_per_s"] > 0 and figures["spark_rows_per_s"] > 0
+    assert "spark read, best warm query" in capsys.readouterr().out

@@ -1,0 +1,71 @@
+"""Shared helpers for transaction tests: scaled-down timings, producers and checkers that clean up."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from facade.testing.reading import read_all
+from ordering.options import ConsumerOptions
+from txn import CheckerOptions, TransactionChecker, TransactionMQProducer, TransactionOptions
+
+#: Membership and lock timings short enough for a dead member's share to move within seconds.
+FAST_MEMBERSHIP = dict(heartbeat_interval_ms=200, member_timeout_ms=2000, lock_lease_ms=3000,
+                       lock_renew_interval_ms=1000, lock_client_expiry_ms=2000, rebalance_interval_ms=2000)
+#: RocketMQ's 6 s timeout / 60 s interval / 15 checks, scaled down.
+FAST_CHECKER = dict(transaction_timeout_ms=1000, check_interval_ms=500, max_check_times=3, half_partitions=4,
+                    **FAST_MEMBERSHIP)
+
+
+def fast_producer_options(**overrides) -> TransactionOptions:
+    check = ConsumerOptions(commit_interval_ms=200, **FAST_MEMBERSHIP)
+    return TransactionOptions(**{"half_partitions": 4, "check": check, **overrides})
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, interval: float = 0.1) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
+
+
+@pytest.fixture
+def make_producer(rk_settings):
+    """``make_producer(group, check_or_listener, **options)``: a started TransactionMQProducer, shut down after the test."""
+    made: list[TransactionMQProducer] = []
+
+    def make(group: str, check, **overrides) -> TransactionMQProducer:
+        producer = TransactionMQProducer(group, check, settings=rk_settings, options=fast_producer_options(**overrides))
+        producer.start()
+        made.append(producer)
+        return producer
+
+    yield make
+    for producer in made:
+        producer.shutdown()
+
+
+@pytest.fixture
+def make_checker(rk_settings):
+    """``make_checker(**options)``: a started in-process TransactionChecker with scaled-down timings."""
+    made: list[TransactionChecker] = []
+
+    def make(**overrides) -> TransactionChecker:
+        checker = TransactionChecker(rk_settings, CheckerOptions(**{**FAST_CHECKER, **overrides}))
+        checker.start()
+        made.append(checker)
+        return checker
+
+    yield make
+    for checker in made:
+        checker.stop()
+
+
+@pytest.fixture
+def read_topic(rk_settings):
+    """``read_topic(name)``: every record of a topic, read with a plain consumer."""
+    return lambda topic, timeout=20.0: read_all(rk_settings.bootstrap_servers, topic, timeout)

@@ -1,0 +1,236 @@
+"""The transaction producer (RocketMQ's ``TransactionMQProducer``, named as rocketmq-client-python's).
+
+``send_message_in_transaction`` walks RocketMQ's two phases::
+
+    1. half message  -> half topic (real topic/partition, producer group, transaction id in headers);
+                        a send failure raises here and the local transaction never runs
+    2. local transaction: local_execute(msg, user_args) -> COMMIT / ROLLBACK / UNKNOWN
+                        (raising or returning None means UNKNOWN)
+    3. end transaction: COMMIT -> real message + op record, ROLLBACK -> op record, UNKNOWN -> nothing;
+                        written in the background, never raising (the checker repairs failures)
+
+Check-backs arrive on the group's check-request topic, which every live producer of
+the group consumes as one consumer group (any one of them answers): the answer runs
+``check_local_transaction`` on the consumer's worker pool (RocketMQ's check executor)
+and ends the transaction exactly as step 3. Answers need nothing from memory, so a
+restarted producer answers for halves sent before its restart.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from facade.config import Settings
+from facade.errors import MessageError, StateError
+from facade.message import ConsumeStatus, Message, MessageExt, SendResult
+from facade.names import Header
+from facade.sender import Sender
+from ordering.options import default_instance_name
+from ordering.push_consumer import PushConsumer
+from txn.end import TransactionEnder
+from txn.errors import TransactionListenerError, TransactionMessageError
+from txn.markers import EndMarkers
+from txn.options import TransactionOptions
+from txn.records import HalfMessage, TransactionCheckMessage, half_record, provision
+from txn.status import TransactionStatus, as_status
+
+log = logging.getLogger(__name__)
+
+LocalExecute = Callable[[Message, Any], "TransactionStatus | None"]
+CheckCallback = Callable[[TransactionCheckMessage], "TransactionStatus | None"]
+
+
+@dataclass(frozen=True)
+class TransactionSendResult(SendResult):
+    """A transactional send: ``msg_id``, ``topic``, ``queue_id`` and ``offset`` locate the half message.
+
+    ``transaction_id`` equals ``msg_id``: the real message, once committed, carries the same id.
+    ``local_state`` is what the local transaction decided (UNKNOWN: the checker will ask).
+    """
+
+    transaction_id: str = ""
+    local_state: TransactionStatus = TransactionStatus.UNKNOWN
+
+
+class TransactionMQProducer:
+    """Send messages whose delivery follows a local transaction.
+
+    Parameters:
+        group_id: producer group; check-backs go to the live producers of this group.
+        check_callback: ``check_local_transaction(msg) -> TransactionStatus``, or a listener object
+            with ``check_local_transaction(msg)`` and ``execute_local_transaction(msg, arg)``.
+        config: confluent-kafka settings (``bootstrap.servers`` and producer settings).
+        redis_urls: the Redis nodes (the check-request consumer's lock table, end markers).
+        settings: ready :class:`Settings` instead of ``config``/``redis_urls``.
+        options: :class:`TransactionOptions`; keyword ``overrides`` replace single fields.
+
+    >>> def check(msg):                                          # doctest: +SKIP
+    ...     return TransactionStatus.COMMIT if orders.paid(msg.transaction_id) else TransactionStatus.UNKNOWN
+    >>> with TransactionMQProducer("orders-tx", check, {"bootstrap.servers": "..."}) as p:  # doctest: +SKIP
+    ...     result = p.send_message_in_transaction(Message("orders", b"{...}"), pay, order)
+    """
+
+    def __init__(self, group_id: str, check_callback: CheckCallback | Any, config: dict[str, Any] | None = None, *,
+                 redis_urls: list[str] | None = None, settings: Settings | None = None,
+                 options: TransactionOptions | None = None, **overrides: Any) -> None:
+        if not group_id or not isinstance(group_id, str):
+            raise StateError("group_id must be a non-empty string")
+        self.group_id = group_id
+        self._check, self._execute = _listener(check_callback)
+        self.settings = settings or Settings.load(config, redis_urls)
+        self._producer_config = {k: v for k, v in (config or {}).items() if k != "bootstrap.servers"}
+        base = options or TransactionOptions()
+        options = TransactionOptions.model_validate({**base.model_dump(exclude_unset=True), **overrides}) if overrides else base
+        if "instance_name" not in options.check.model_fields_set:  # one member per producer, even with shared options
+            options = options.model_copy(update={"check": options.check.model_copy(
+                update={"instance_name": default_instance_name()})})
+        self.options = options
+        self._state = "new"
+
+    # -- lifecycle -------------------------------------------------------------------
+    def start(self) -> None:
+        """Create the internal topics, start the end-transaction writer and answer check-backs."""
+        if self._state != "new":
+            raise StateError(f"transaction producer is {self._state}; start() works once")
+        o, topics = self.options, self.settings.topics
+        opened: list[Callable[[], Any]] = []
+        try:
+            self._sender = Sender(self.settings, self._producer_config, self.group_id)
+            opened.append(self._sender.close)
+            provision(self._sender.admin, topics, o.half_partitions, o.check_partitions, self.group_id)
+            self._markers = EndMarkers(self.settings.require_redis(), self.settings.keys, o.end_marker_ttl_ms)
+            opened.append(self._markers.close)
+            self._ender = TransactionEnder(
+                self._sender, self._markers, topics, o.end_batch_max, o.end_queue_max, o.send_timeout_ms,
+                f"{self.group_id}.{o.check.instance_name}" if o.kafka_transactions else None)
+            opened.append(self._ender.close)
+            self._checks = PushConsumer(topics.check_request(self.group_id), {"fetch.wait.max.ms": o.check_fetch_wait_ms},
+                                        settings=self.settings, options=o.check)
+            self._checks.subscribe(topics.check_request(self.group_id), self._answer_check)
+            self._checks.start()
+        except BaseException:
+            for close in reversed(opened):
+                close()
+            self._state = "closed"
+            raise
+        self._state = "running"
+        log.info("transaction producer of group %s started", self.group_id)
+
+    def shutdown(self) -> None:
+        """Stop answering check-backs, finish queued end-transactions, close."""
+        if self._state != "running":
+            self._state = "closed"
+            return
+        self._state = "closing"
+        self._checks.shutdown()
+        self._ender.close()
+        self._sender.close()
+        self._markers.close()
+        self._state = "closed"
+
+    close = shutdown
+
+    def __enter__(self) -> TransactionMQProducer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    # -- the transactional send ------------------------------------------------------
+    def send_message_in_transaction(self, msg: Message, local_execute: LocalExecute | None = None,
+                                    user_args: Any = None) -> TransactionSendResult:
+        """Send ``msg`` as a half message, run the local transaction, end the transaction.
+
+        Parameters:
+            msg: the message; its ``id`` (the transaction id) is set before ``local_execute`` runs.
+            local_execute: ``(msg, user_args) -> TransactionStatus``; default: the listener's
+                ``execute_local_transaction``.
+            user_args: passed to ``local_execute``.
+
+        Raises:
+            TransactionMessageError: the message is delayed (nothing sent).
+            MessageError, TopicNotFoundError: the message cannot be sent (nothing sent).
+            SendError: the half message was not stored (the local transaction did not run).
+            TransactionListenerError: ``local_execute`` returned something that is not a
+                TransactionStatus (the half stays open for the checker).
+        """
+        if self._state != "running":
+            raise StateError(f"transaction producer is {self._state}: call start() or use it as a context manager")
+        execute = local_execute if local_execute is not None else self._execute
+        if not callable(execute):
+            raise TransactionListenerError("send_message_in_transaction needs a callable local_execute "
+                                           "(or a listener with execute_local_transaction)")
+        if not isinstance(msg, Message):
+            raise MessageError(f"expected a Message, got {type(msg).__name__}")
+        if msg.delay_time_level or msg.deliver_at is not None or msg.delay is not None:
+            raise TransactionMessageError(f"transactional messages cannot be delayed ({msg!r} has a delay); "
+                                          "send the message without delay_time_level, deliver_at or delay")
+        prepared = self._sender.prepare(msg)
+        record = half_record(prepared, self.settings.topics, self.group_id, self._sender.partitions(msg.topic))
+        self._sender.check_size(record)
+        sent = self._sender.send_sync(record, self.options.send_timeout_ms / 1000)
+        half = HalfMessage.from_sent(record, sent.queue_id, sent.offset, _born(record))
+        txid = half.transaction_id
+        try:
+            returned = execute(msg, user_args)
+        except Exception as exc:  # RocketMQ: an exception in the local transaction means UNKNOWN
+            log.warning("local transaction %s raised %s: %s; left UNKNOWN", txid, type(exc).__name__, exc)
+            returned = None
+        state = as_status(returned, txid, "execute_local_transaction")  # raises after the half is stored
+        self._end(half, state)
+        return TransactionSendResult(sent.status, sent.msg_id, sent.topic, sent.queue_id, sent.offset,
+                                     transaction_id=txid, local_state=state)
+
+    def _end(self, half: HalfMessage, state: TransactionStatus) -> Any:
+        try:
+            return self._ender.submit(half, state)
+        except Exception as exc:  # end-transaction never raises: the checker repairs
+            log.warning("end of transaction %s not queued (%s); the checker will check it back", half.transaction_id, exc)
+            return None
+
+    # -- check-backs -----------------------------------------------------------------
+    def _answer_check(self, request: MessageExt) -> ConsumeStatus:
+        """Answer one check request (worker thread of the check consumer); never fails the request.
+
+        The end-transaction is queued, not awaited (RocketMQ sends it oneway): answers are
+        written in batches, and one lost with a crash is asked for again at the next scan.
+        """
+        try:
+            half = HalfMessage.from_check_request(request)
+        except Exception as exc:
+            log.error("dropping malformed check request %s: %s", request.id, exc)
+            return ConsumeStatus.CONSUME_SUCCESS
+        try:
+            state = as_status(self._check(half.to_check_message()), half.transaction_id, "check_local_transaction")
+        except Exception as exc:  # raising, or a wrong type: UNKNOWN, the checker asks again
+            log.warning("check of transaction %s failed (%s: %s); left UNKNOWN", half.transaction_id,
+                        type(exc).__name__, exc)
+            return ConsumeStatus.CONSUME_SUCCESS
+        self._end(half, state)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+
+def _listener(obj: Any) -> tuple[CheckCallback, LocalExecute | None]:
+    """(check, execute) from a listener object or a plain check callable."""
+    check = getattr(obj, "check_local_transaction", None)
+    if check is not None:
+        execute = getattr(obj, "execute_local_transaction", None)
+        if not callable(check) or (execute is not None and not callable(execute)):
+            raise TransactionListenerError("the listener's check_local_transaction and execute_local_transaction "
+                                           "must be callable")
+        return check, execute
+    if callable(obj):
+        return obj, None
+    raise TransactionListenerError(f"check_callback must be callable or a listener with check_local_transaction, "
+                                   f"got {type(obj).__name__}")
+
+
+def _born(record: Any) -> int:
+    for k, v in record.headers:
+        if k == Header.BORN_TIMESTAMP:
+            return int(v)
+    return 0
