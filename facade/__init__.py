@@ -17,6 +17,7 @@ import importlib
 from typing import Any
 
 from facade.admin import TopicAdmin
+from facade.avro import AvroSerde
 from facade.config import Settings
 from facade.devstack import DevStack
 from facade.errors import (
@@ -66,7 +67,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = sorted([
-    "ConfigError", "ConsumeFromWhere", "ConsumeOrderlyStatus", "ConsumeStatus", "ConsumerOptions", "DelayError",
+    "AvroSerde", "ConfigError", "ConsumeFromWhere", "ConsumeOrderlyStatus", "ConsumeStatus", "ConsumerOptions", "DelayError",
     "DevStack", "IdempotentConsumer", "LockError", "Message", "MessageError", "MessageExt", "MessageModel",
     "MessageTooLargeError", "Producer", "PushConsumer", "RocketKafkaError", "SelectorError", "SendError", "SendResult",
     "SendStatus", "Settings", "Suspend", "StackError", "StateError", "TagExpressionError", "TagFilter", "TopicAdmin",

@@ -34,7 +34,6 @@ _PLUMBING = frozenset({Header.TRANSACTION, Header.REAL_TOPIC, Header.REAL_QUEUE_
 OP_COMMIT, OP_ROLLBACK, OP_PROBE = "COMMIT", "ROLLBACK", "PROBE"
 
 
-@dataclass
 class TransactionCheckMessage(MessageExt):
     """What ``check_local_transaction`` receives: the half message as the user sent it.
 
@@ -42,7 +41,11 @@ class TransactionCheckMessage(MessageExt):
     checked; ``reconsume_times`` is how many checks came before this one.
     """
 
-    transaction_id: str = ""
+    __slots__ = ("transaction_id",)
+
+    def __init__(self, *args: Any, transaction_id: str = "", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.transaction_id = transaction_id
 
 
 @dataclass(frozen=True)
