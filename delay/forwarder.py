@@ -31,7 +31,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import Any
 
 from confluent_kafka.admin import AdminClient
@@ -41,13 +40,18 @@ from delay.metrics import ForwarderMetrics
 from delay.routing import DELAY_HEADERS, now_ms, provision
 from delay.tiers import Hold, Hop, Tiers, Wait
 from facade.admin import TopicAdmin
+from facade.codec import MalformedRecordError, decode
 from facade.config import Settings
 from facade.errors import SendError, StateError, TopicNotFoundError
-from facade.message import MessageExt, Suspend
+from facade.message import MessageExt
 from facade.names import Header
-from facade.sender import Record, Sender
+from facade.retry import Reconsumer
+from facade.sender import Sender
+from ordering.orderly import Progress
 
 log = logging.getLogger(__name__)
+
+_DELIVER_AT, _REAL_TOPIC, _REAL_QID = Header.DELIVER_AT, Header.REAL_TOPIC, Header.REAL_QUEUE_ID
 
 #: Consumer group of the forwarders (one group per topic prefix is enough: offsets are per topic).
 DEFAULT_GROUP = "delay-forwarder"
@@ -116,13 +120,15 @@ class DelayForwarder:
         provision(self._admin, self.tiers)
         self._refresh_partitions(self.tiers.topics())
         self._sender = Sender(self.settings, self._producer_config)
+        self._kafka = self._sender.kafka
+        self._reconsumer = Reconsumer(self._sender, self.group)
         self._holds = HoldTimer()
         self._poller = threading.Thread(target=self._serve_deliveries, name="rk-delay-acks", daemon=True)
         self._poller.start()
         self._consumer = PushConsumer(self.group, self._consumer_config, settings=self.settings, orderly=True,
                                       **self._options)
         for topic in self.tiers.topics():
-            self._consumer.subscribe(topic, self._handle)
+            self._consumer.subscribe(topic, self)  # a batch listener: see consume_batch
         self._consumer.start()
         if self._metrics_port:
             self.metrics.serve(self._metrics_port)
@@ -169,49 +175,78 @@ class DelayForwarder:
         return self._consumer
 
     # -- the listener (worker threads) ---------------------------------------------------
-    def _handle(self, msg: MessageExt) -> Any:
-        tier = self.tiers.by_topic[msg.topic]
-        try:
-            due, real_topic, real_partition = self._delay_fields(msg)
-        except DelayRecordError as exc:
-            self._dead_letter(msg, str(exc))
-            return None
-        now = now_ms()
-        action = self.tiers.decide(tier, msg.store_timestamp, due, now)
-        if isinstance(action, Wait):
-            return Suspend(action.ms, failed=False)
-        if isinstance(action, Hop):
-            partition = self.tiers.partition_for(real_topic, real_partition, self._partitions[action.tier.topic])
-            return self._produce(Record(action.tier.topic, partition, msg.key, msg.body, list(msg.headers), msg.id), None)
-        try:
-            self._check_destination(real_topic, real_partition)
-        except DelayRecordError as exc:
-            self._dead_letter(msg, str(exc))
-            return None
-        headers = [(k, v) for k, v in msg.headers if k not in DELAY_HEADERS]
-        record = Record(real_topic, real_partition, msg.key, msg.body, headers, msg.id)
-        if isinstance(action, Hold):
-            return self._holds.add(due, lambda: self._produce(record, now_ms() - due))
-        return self._produce(record, now - due)
+    def consume_batch(self, records: list[Any]) -> Progress:
+        """Forward, re-route or hold the due records at the front of one partition's ``records``.
 
-    def _delay_fields(self, msg: MessageExt) -> tuple[int, str, int]:
-        fields: dict[str, bytes | None] = {}
-        for name, value in msg.headers:
-            if name in (Header.DELIVER_AT, Header.REAL_TOPIC, Header.REAL_QUEUE_ID):
-                fields[name] = value
-        try:
-            raw_due, raw_topic, raw_qid = (fields[h] for h in (Header.DELIVER_AT, Header.REAL_TOPIC, Header.REAL_QUEUE_ID))
-        except KeyError as missing:
-            raise DelayRecordError(f"missing header {missing.args[0]}") from None
+        Stops at the first record whose hop is not over (``suspend_ms`` until it is): the
+        records behind it in a delay topic are due no earlier.
+        """
+        tier = self.tiers.by_topic[records[0].topic()]
+        ack = BatchAck()
+        now = now_ms()
+        handled = 0
+        for record in records:
+            if handled & 63 == 63:
+                now = now_ms()
+            headers = record.headers() or []
+            try:
+                due, real_topic, real_partition = self._delay_fields(headers, now)
+            except DelayRecordError as exc:
+                self._dead_letter(record, str(exc))
+                handled += 1
+                continue
+            action = self.tiers.decide(tier, record.timestamp()[1], due, now)
+            kind = type(action)
+            if kind is Wait:  # measured again: ``now`` may be a little stale by now
+                action = self.tiers.decide(tier, record.timestamp()[1], due, now_ms())
+                kind = type(action)
+                if kind is Wait:
+                    return Progress(handled, ack.close(), action.ms)
+            if kind is Hop:
+                partition = self.tiers.partition_for(real_topic, real_partition, self._partitions[action.tier.topic])
+                self._send(action.tier.topic, partition, record.key(), record.value(), headers, ack.track())
+                self.metrics.on_reroute()
+            else:
+                try:
+                    self._check_destination(real_topic, real_partition)
+                except DelayRecordError as exc:
+                    self._dead_letter(record, str(exc))
+                    handled += 1
+                    continue
+                kept = [(k, v) for k, v in headers if k not in DELAY_HEADERS]
+                if kind is Hold:
+                    ack.follow(self._holds.add(due, lambda t=real_topic, p=real_partition, r=record, h=kept, d=due:
+                                               self._deliver(t, p, r.key(), r.value(), h, d)))
+                else:
+                    self._send(real_topic, real_partition, record.key(), record.value(), kept, ack.track())
+                    self.metrics.on_forward(now - due)
+            handled += 1
+        return Progress(handled, ack.close())
+
+    def __call__(self, msg: MessageExt) -> Any:
+        raise StateError("the delay forwarder takes raw batches of an orderly consumer (consume_batch)")
+
+    def _delay_fields(self, headers: list[tuple[str, bytes | None]], now: int) -> tuple[int, str, int]:
+        raw_due = raw_topic = raw_qid = None
+        for name, value in headers:
+            if name == _DELIVER_AT:
+                raw_due = value
+            elif name == _REAL_TOPIC:
+                raw_topic = value
+            elif name == _REAL_QID:
+                raw_qid = value
+        for name, value in ((_DELIVER_AT, raw_due), (_REAL_TOPIC, raw_topic), (_REAL_QID, raw_qid)):
+            if value is None:
+                raise DelayRecordError(f"missing header {name}")
         try:
             due, topic, partition = int(raw_due), raw_topic.decode(), int(raw_qid)
-        except (TypeError, ValueError, UnicodeDecodeError, AttributeError) as exc:
+        except (TypeError, ValueError, UnicodeDecodeError) as exc:
             raise DelayRecordError(f"garbled delay header ({exc})") from None
         if not topic:
             raise DelayRecordError("empty real topic")
         if partition < 0:
             raise DelayRecordError(f"real partition {partition} is negative")
-        if due > now_ms() + self.config.max_delay + 86_400_000:
+        if due > now + self.config.max_delay + 86_400_000:
             raise DelayRecordError(f"due time {due} is beyond the maximum delay")
         return due, topic, partition
 
@@ -225,28 +260,36 @@ class DelayForwarder:
         if partition >= partitions:
             raise DelayRecordError(f"real partition {partition} does not exist in {topic!r} ({partitions} partitions)")
 
-    def _produce(self, record: Record, late_ms: int | None) -> Future:
-        """Hand ``record`` to the producer; the future resolves with its delivery report."""
-        done: Future = Future()
+    def _send(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
+              headers: list[tuple[str, bytes | None]], on_delivery: Callable[[Any, Any], None]) -> None:
+        kafka = self._kafka
+        while True:
+            try:
+                kafka.produce(topic, value, key, partition=partition, headers=headers, on_delivery=on_delivery)
+                return
+            except BufferError:
+                kafka.poll(0.01)
 
-        def delivered(err: Any, _kmsg: Any) -> None:
-            if err is not None:
-                done.set_exception(SendError(record.topic, err.str()))
-            else:
-                done.set_result(None)
+    def _deliver(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
+                 headers: list[tuple[str, bytes | None]], due: int) -> Ack:
+        """A held record's delivery, at its due time (the hold timer's thread)."""
+        ack = BatchAck()
+        self._send(topic, partition, key, value, headers, ack.track())
+        self.metrics.on_forward(now_ms() - due)
+        return ack.close() or ack
 
-        self._sender.produce(record, delivered)
-        if late_ms is None:
-            self.metrics.on_reroute()
-        else:
-            self.metrics.on_forward(late_ms)
-        return done
-
-    def _dead_letter(self, msg: MessageExt, reason: str) -> None:
-        log.error("delay record %s at %s[%d]@%d cannot be forwarded: %s", msg.id, msg.topic, msg.queue_id,
-                  msg.queue_offset, reason)
+    def _dead_letter(self, record: Any, reason: str) -> None:
+        """Dead-letter ``record`` with ``reason`` (durably, before its offset may commit)."""
+        log.error("delay record %s[%d]@%d cannot be forwarded: %s", record.topic(), record.partition(),
+                  record.offset(), reason)
         self.metrics.on_dead_letter(reason)
-        self._consumer.dead_letter(msg, reason)
+        try:
+            msg = decode(record)
+        except MalformedRecordError:  # undecodable system headers: the record goes as it is
+            error = MalformedRecordError(record.topic(), record.partition(), record.offset(), reason)
+            self._consumer.write_durably(lambda: self._reconsumer.dead_letter_raw(record, error))
+            return
+        self._consumer.write_durably(lambda: self._reconsumer.dead_letter(msg, reason))
 
     def _serve_deliveries(self) -> None:
         """Serve the producer's delivery reports (the futures above) until closed; refresh partition counts."""
@@ -271,6 +314,107 @@ class DelayForwarder:
                 self._partitions.pop(topic, None)
 
 
+class Ack:
+    """A light future of one delivery report: what the orderly consumer needs of a listener's future.
+
+    ``done()``, ``exception()``, ``add_done_callback(fn)`` and ``result(timeout)`` behave as
+    :class:`concurrent.futures.Future`'s; creating and resolving one takes no lock (the GIL makes
+    ``list.pop`` atomic, so each callback runs exactly once, in whichever thread gets it).
+    """
+
+    __slots__ = ("_done", "_error", "_callbacks")
+
+    def __init__(self) -> None:
+        self._done = False
+        self._error: BaseException | None = None
+        self._callbacks: list[Callable[[Ack], Any]] = []
+
+    def resolve(self, error: BaseException | None = None) -> None:
+        self._error = error
+        self._done = True
+        self._run_callbacks()
+
+    def done(self) -> bool:
+        return self._done
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._wait(timeout)
+        return self._error
+
+    def result(self, timeout: float | None = None) -> None:
+        self._wait(timeout)
+        if self._error is not None:
+            raise self._error
+
+    def add_done_callback(self, fn: Callable[[Ack], Any]) -> None:
+        self._callbacks.append(fn)
+        if self._done:
+            self._run_callbacks()
+
+    def _run_callbacks(self) -> None:
+        callbacks = self._callbacks
+        while callbacks:
+            try:
+                fn = callbacks.pop()
+            except IndexError:
+                return
+            fn(self)
+
+    def _wait(self, timeout: float | None) -> None:
+        if not self._done:
+            event = threading.Event()
+            self.add_done_callback(lambda _ack: event.set())
+            if not event.wait(timeout):
+                raise TimeoutError("delivery report not in yet")
+
+
+class BatchAck(Ack):
+    """The ack of several deliveries: resolves once it is closed and every tracked delivery is in.
+
+    The first failure becomes its error (the consumer then rewinds to the first record of the batch).
+    """
+
+    __slots__ = ("_pending", "_tracked", "_closed", "_lock")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._pending = self._tracked = 0
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def track(self) -> Callable[[Any, Any], None]:
+        """One more delivery to wait for; returns its ``on_delivery(err, msg)`` callback."""
+        with self._lock:
+            self._pending += 1
+            self._tracked += 1
+        return self._one_done
+
+    def follow(self, other: Ack) -> None:
+        """Wait for ``other`` too."""
+        done = self.track()
+        other.add_done_callback(lambda ack: done(ack.exception(), None))
+
+    def close(self) -> BatchAck | None:
+        """No more deliveries will be tracked; None when there were none (nothing to wait for)."""
+        with self._lock:
+            self._closed = True
+            if self._pending:
+                return self
+        if self._tracked:
+            self.resolve(self._error)
+            return self
+        return None
+
+    def _one_done(self, err: Any, _msg: Any) -> None:
+        with self._lock:
+            self._pending -= 1
+            if err is not None and self._error is None:
+                self._error = err if isinstance(err, BaseException) else SendError("?", err.str())
+            fire = self._closed and not self._pending
+        if fire:
+            self.resolve(self._error)
+
+
 class HoldTimer:
     """Delivers held records at their exact due time: one thread, one heap (no thread per message).
 
@@ -280,15 +424,15 @@ class HoldTimer:
 
     def __init__(self) -> None:
         self._wake = threading.Condition()
-        self._heap: list[tuple[int, int, Callable[[], Future], Future]] = []
+        self._heap: list[tuple[int, int, Callable[[], Ack], Ack]] = []
         self._seq = itertools.count()
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="rk-delay-holds", daemon=True)
         self._thread.start()
 
-    def add(self, due_ms: int, produce: Callable[[], Future]) -> Future:
-        """Run ``produce`` once the wall clock reaches ``due_ms``; its outcome becomes the returned future's."""
-        done: Future = Future()
+    def add(self, due_ms: int, produce: Callable[[], Ack]) -> Ack:
+        """Run ``produce`` once the wall clock reaches ``due_ms``; its outcome becomes the returned ack's."""
+        done = Ack()
         with self._wake:
             heapq.heappush(self._heap, (due_ms, next(self._seq), produce, done))
             self._wake.notify()
@@ -312,14 +456,6 @@ class HoldTimer:
             if due > now_ms():  # closing early: never deliver before the due time
                 time.sleep((due - now_ms()) / 1000)
             try:
-                produce().add_done_callback(lambda f, done=done: _copy_outcome(f, done))
+                produce().add_done_callback(lambda ack, done=done: done.resolve(ack.exception()))
             except Exception as exc:
-                done.set_exception(exc)
-
-
-def _copy_outcome(source: Future, target: Future) -> None:
-    error = source.exception()
-    if error is not None:
-        target.set_exception(error)
-    else:
-        target.set_result(source.result())
+                done.resolve(exc)

@@ -61,7 +61,7 @@ def consume(count: int, size: int) -> None:
 @click.option("--handler-ms", default=10.0, show_default=True, help="sleep of the throughput listener (ms)")
 @click.option("--keyed-messages", default=24_000, show_default=True, help="messages for the key-ordered rate")
 @click.option("--serial-messages", default=1_200, show_default=True, help="messages for the partition-serial rate")
-@click.option("--noop-messages", default=100_000, show_default=True, help="messages for orderly no-op vs raw")
+@click.option("--noop-messages", default=200_000, show_default=True, help="messages for orderly no-op vs raw")
 @click.option("--threads", default=256, show_default=True, help="consume_thread_max of the throughput runs")
 def orderly(keys: int, partitions: int, handler_ms: float, keyed_messages: int, serial_messages: int,
             noop_messages: int, threads: int) -> None:
@@ -87,3 +87,19 @@ def txn(count: int, threads: int, unknown: int) -> None:
     with bench_settings() as settings:
         print_table(f"transactions: {count:,} sends, {threads} threads", bench_txn(settings, count, threads,
                                                                                      unknown=unknown))
+
+
+@bench.command("delay")
+@click.option("--rate", default=2000, show_default=True, help="delayed messages per second")
+@click.option("--duration", default=60.0, show_default=True, help="seconds of sending")
+@click.option("--levels", default="1s 5s 10s 30s", show_default=True, help="the mixed levels (RocketMQ's first four)")
+@click.option("--due-count", default=100_000, show_default=True, help="already-due records for the throughput figure")
+@click.option("--partitions", default=4, show_default=True, help="partitions per delay topic")
+def delay_cmd(rate: int, duration: float, levels: str, due_count: int, partitions: int) -> None:
+    """Delay forwarder: lateness p50/p99/max under load, and already-due throughput beside a raw pipe."""
+    from delay.bench import bench_delay, print_delay_result
+
+    with bench_settings() as settings:
+        result = bench_delay(settings, rate=rate, duration=duration, levels=levels, due_count=due_count,
+                             partitions=partitions, log=click.echo)
+        print_delay_result(result, click.echo)

@@ -37,7 +37,7 @@ from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
 from ordering.dispatch import DueTimers
-from ordering.orderly import consume_in_place
+from ordering.orderly import LOCK_RECHECK_S, consume_in_place
 from ordering.process_queue import Batch, ProcessQueue
 
 if TYPE_CHECKING:
@@ -171,7 +171,10 @@ class KeyOrderedDispatch:
         try:
             for i in range(batch.index, len(batch.records)):
                 record = batch.records[i]
-                if not self.consumer.may_consume(pq) or not pq.admit_record(record.offset()):
+                if not self.consumer.may_consume(pq):  # lock expired: the poll thread revokes the queue soon
+                    chain.suspended_until = time.monotonic() + LOCK_RECHECK_S
+                    return False
+                if not pq.admit_record(record.offset()):  # at or after the cut of a graceful leave
                     return False
                 pause, chain.failures = consume_in_place(self.consumer, record, chain.failures)
                 if pause is not None:

@@ -14,7 +14,8 @@ moves on. Suspended partitions wait on one scheduler thread with a heap of due
 times (no sleeping per partition, no polling).
 
 A listener may also return a :class:`concurrent.futures.Future` (say, of a produce's
-delivery report): the message is handled once the future resolves. The partition's
+delivery report; any object with the same ``done``, ``exception``, ``add_done_callback``
+and ``result`` methods will do): the message is handled once the future resolves. The partition's
 next messages go to the listener meanwhile -- asynchronous work is pipelined, the
 worker never waits for it -- but the position, and so the commit, moves past a
 message only after its future and every earlier one resolved (two cursors: *handed*
@@ -31,6 +32,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -43,6 +45,31 @@ if TYPE_CHECKING:
     from ordering.push_consumer import PushConsumer
 
 log = logging.getLogger(__name__)
+
+#: A queue whose lock check failed is offered again this much later (s), not in a busy loop.
+LOCK_RECHECK_S = 0.05
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A batch listener's answer: what it did with the raw records it was given (orderly mode).
+
+    A listener object with a ``consume_batch(records) -> Progress`` method gets each
+    partition's raw confluent-kafka records in offset order, many at a time, instead of
+    one decoded message per call (for sidecars that move records; tag filters must be ``*``).
+
+    Parameters:
+        handled: how many records from the front it took.
+        future: resolves when those are durable (``None``: already); a failure makes the
+            partition rewind to the first of them and offer them again after the suspend time.
+        suspend_ms: pause the partition, then offer ``records[handled]`` again (``Suspend``'s
+            "not yet"); ``None``: carry on. Taking none without a pause suspends for the
+            consumer's ``suspend_current_queue_time_ms``.
+    """
+
+    handled: int
+    future: Any = None
+    suspend_ms: int | None = None
 
 
 @dataclass(eq=False)
@@ -142,9 +169,16 @@ class OrderlyDispatch:
             first = self._handed.get(batch, batch.index)
         handed_all = False
         try:
+            consume_batch = self._batch_listener(batch.records[first]) if first < len(batch.records) else None
+            if consume_batch is not None:
+                handed_all = self._run_batch_listener(pq, batch, first, consume_batch)
+                return handed_all
             for i in range(first, len(batch.records)):
-                if pq.dropped or not self.consumer.may_consume(pq):
+                if pq.dropped:
                     return False  # leaving: the message in the handler was the last one
+                if not self.consumer.may_consume(pq):  # lock expired: the poll thread revokes the queue soon
+                    pq.suspended_until = time.monotonic() + LOCK_RECHECK_S
+                    return False
                 key = (pq, batch.records[i].offset())
                 futures: list[tuple[Any, Future]] = []
                 given_up = self._give_up.get(key)
@@ -170,7 +204,7 @@ class OrderlyDispatch:
                     self._unsettled.setdefault(pq, deque()).append(_Handed(batch, i, msg, future))
                     self._handed[batch] = i + 1
                 if future is not None:
-                    future.add_done_callback(lambda _f, pq=pq: self._settle(pq))
+                    future.add_done_callback(lambda _f, pq=pq: self._settle(pq))  # runs here if done already
             handed_all = True
             return True
         finally:
@@ -180,6 +214,45 @@ class OrderlyDispatch:
                 batch.running = bool(unsettled) and unsettled[-1].batch is batch
                 if handed_all and pq not in self._rewound:
                     self._pop_pending(pq, batch)
+
+    def _batch_listener(self, record: Any) -> Callable[[list[Any]], Progress] | None:
+        """The ``consume_batch`` of the record's listener, when it has one and takes every tag."""
+        sub, _ = self.consumer.subscription_of(record)
+        if sub is None or not sub.filter.matches_all:
+            return None
+        return getattr(sub.listener, "consume_batch", None)
+
+    def _run_batch_listener(self, pq: ProcessQueue, batch: Batch, first: int,
+                            consume_batch: Callable[[list[Any]], Progress]) -> bool:
+        """Hand the raw records from ``first`` on to a batch listener; True when it took them all."""
+        records, i = batch.records, first
+        while i < len(records):
+            if pq.dropped:
+                return False
+            if not self.consumer.may_consume(pq):
+                pq.suspended_until = time.monotonic() + LOCK_RECHECK_S
+                return False
+            progress = consume_batch(records[i:] if i else records)
+            handled, future = progress.handled, progress.future
+            with self._lock:
+                if pq in self._rewound:
+                    return False
+                if handled:
+                    last = i + handled - 1
+                    if future is None and not self._unsettled.get(pq):
+                        batch.advance(last)
+                    else:
+                        self._unsettled.setdefault(pq, deque()).append(_Handed(batch, last, None, future))
+                        self._handed[batch] = last + 1
+                if progress.suspend_ms is not None or not handled:
+                    pause = progress.suspend_ms if progress.suspend_ms is not None else self.options.suspend_current_queue_time_ms
+                    pq.suspended_until = time.monotonic() + pause / 1000
+            if future is not None:
+                future.add_done_callback(lambda _f, pq=pq: self._settle(pq))
+            if progress.suspend_ms is not None or not handled:
+                return False
+            i += handled
+        return True
 
     def _pop_pending(self, pq: ProcessQueue, batch: Batch) -> None:
         queue = self._pending.get(pq)
@@ -213,7 +286,9 @@ class OrderlyDispatch:
         reason = f"{type(error).__name__}: {error}"
         key = (pq, failed.batch.records[failed.index].offset())
         failures = self._attempts.get(key, 0) + 1
-        if failures > self.options.max_reconsume_times:
+        if failed.msg is None:  # a batch listener's records: retried until they go through
+            log.warning("batch listener's future failed at %s (%s); partition %s rewinds", key[1], reason, pq.tp)
+        elif failures > self.options.max_reconsume_times:
             self._give_up[key] = (failed.msg, f"max reconsume times {self.options.max_reconsume_times} reached: {reason}")
         else:
             self._attempts[key] = failures
@@ -234,6 +309,12 @@ class OrderlyDispatch:
             self._rewound.add(pq)  # the worker stops before its next record
         pq.suspended_until = time.monotonic() + self.options.suspend_current_queue_time_ms / 1000
         self._schedule(pq)
+
+
+def is_future(result: Any) -> bool:
+    """A :class:`~concurrent.futures.Future`, or an object with its ``done``, ``exception`` and
+    ``add_done_callback`` (and ``result``) methods."""
+    return isinstance(result, Future) or (hasattr(result, "add_done_callback") and hasattr(result, "exception"))
 
 
 def consume_in_place(consumer: PushConsumer, record: Any, failures: int,
@@ -258,7 +339,7 @@ def consume_in_place(consumer: PushConsumer, record: Any, failures: int,
     try:
         result = sub.listener(msg)
         reason = "listener asked to suspend"
-        if isinstance(result, Future):
+        if is_future(result):
             if futures is not None:
                 futures.append((msg, result))
                 return None, 0

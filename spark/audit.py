@@ -8,6 +8,7 @@ as Parquet or CSV (a Spark output directory), and returns an :class:`AuditResult
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +20,8 @@ from pyspark.sql import functions as F
 from facade.errors import ConfigError, TopicNotFoundError
 from facade.names import DEFAULT_TOPIC_PREFIX, Header, TopicNames
 from spark.engine import read_messages
+from spark.rocketmq import header_long, header_value, message_id
 from spark.schema import kafka_schema
-from spark.rocketmq import header_long, header_value
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +183,7 @@ def audit_order(spark: SparkSession, bootstrap_servers: str, topic: str, *, sequ
     """
     key_column, seq_column = _order_column(key, "key"), _order_column(sequence, "sequence")
     raw = _read(spark, bootstrap_servers, [topic], engine, kafka)
-    base = raw.select("partition", "offset", key_column.alias("order_key"), seq_column.alias("seq"))
+    base = raw.select("partition", "offset", key_column.alias("order_key"), seq_column.alias("seq")).cache()
     order = Window.partitionBy("order_key", "partition").orderBy("offset")
     marked = (base.where(F.col("order_key").isNotNull() & F.col("seq").isNotNull())
               .withColumn("prev_seq", F.lag("seq").over(order))
@@ -203,7 +204,7 @@ def audit_order(spark: SparkSession, bootstrap_servers: str, topic: str, *, sequ
         F.sum("duplicates").alias("duplicates"),
         F.sum(F.when(F.col("partitions") > 1, 1).otherwise(0)).alias("keys_in_several_partitions"),
     ).first()
-    total_records = raw.count()
+    total_records = base.count()
     summary = {
         "topic": topic,
         "keys": int(totals["keys"] or 0),
@@ -215,24 +216,45 @@ def audit_order(spark: SparkSession, bootstrap_servers: str, topic: str, *, sequ
         "keys_in_several_partitions": int(totals["keys_in_several_partitions"] or 0),
     }
     rows = [r.asDict() for r in table.where("violations > 0 OR duplicates > 0 OR partitions > 1").limit(1000).collect()]
-    result = AuditResult("audit-order", summary, table, rows, write_table(table, output, fmt))
+    output_path = write_table(table, output, fmt)
+    base.unpersist()
+    result = AuditResult("audit-order", summary, table, rows, output_path)
     if echo:
         print(result.render())
     return result
 
 
 # -- delay -------------------------------------------------------------------------------
-def audit_delay(spark: SparkSession, bootstrap_servers: str, topics: Sequence[str], *, output: str | Path | None = None,
+def delay_topic_pattern(topic_prefix: str) -> str:
+    """``subscribePattern`` of the delay topics under ``topic_prefix`` (level topics, and the delay
+    forwarder's step topics when the ``delay`` package is installed)."""
+    names = TopicNames(topic_prefix)
+    samples = [names.delay_level(1)]
+    try:
+        from delay.tiers import step_topic
+    except Exception:  # noqa: BLE001 - the delay package is optional here
+        pass
+    else:
+        samples.append(step_topic(names, 1))
+    return "|".join(re.escape(sample.rstrip("0123456789")) + r"[0-9]+" for sample in samples)
+
+
+def audit_delay(spark: SparkSession, bootstrap_servers: str, topics: Sequence[str], *,
+                topic_prefix: str | None = DEFAULT_TOPIC_PREFIX, output: str | Path | None = None,
                 fmt: str = "parquet", chart: str | Path | None = None, engine: str | None = None,
                 kafka: Mapping[str, str] | None = None, echo: bool = True) -> AuditResult:
     """Lateness of delayed messages on their real topics, per delay level.
 
-    lateness = store time − deliver-at, where store time is the record timestamp
-    on the real topic (the time the forwarder produced it, or the broker's append
-    time with LogAppendTime) and deliver-at the DELIVER_AT header (epoch ms) the
-    producer stamped. Only records with DELIVER_AT are counted. The level is the
-    DELAY header (0 = an arbitrary deliver-at time without a level). Negative
-    lateness means delivered early.
+    lateness = store time − deliver-at. The store time is the record timestamp on
+    the real topic (the time the forwarder produced it, or the broker's append
+    time with LogAppendTime). The deliver-at time (DELIVER_AT header, epoch ms) and
+    the level (DELAY header; 0 = an arbitrary deliver-at time without a level) come
+    from the real record itself when it still carries them, else from the
+    message's records on the delay topics under ``topic_prefix`` (level and step
+    topics), joined on the message id (the forwarder strips the delay headers on
+    delivery but keeps the id). ``topic_prefix=None`` skips the join. Real records
+    without a deliver-at time either way are not delayed messages and are not
+    counted. Negative lateness means delivered early.
 
     Summary: messages, early, p50/p99/max lateness (ms). Table: per level
     count, early, mean, p50, p95, p99, max. ``extra['histogram']``: counts per
@@ -241,9 +263,27 @@ def audit_delay(spark: SparkSession, bootstrap_servers: str, topics: Sequence[st
     if not topics:
         raise ConfigError("audit_delay needs at least one real topic")
     raw = _read(spark, bootstrap_servers, topics, engine, kafka)
-    delayed = (raw.select(
-        F.coalesce(header_long(Header.DELAY_LEVEL).cast("int"), F.lit(0)).alias("level"),
-        (F.unix_millis(F.col("timestamp")) - header_long(Header.DELIVER_AT)).alias("lateness_ms"))
+    real = raw.select(
+        message_id(raw).alias("msg_id"),
+        header_long(Header.DELIVER_AT).alias("own_due"),
+        header_long(Header.DELAY_LEVEL).cast("int").alias("own_level"),
+        F.unix_millis(F.col("timestamp")).alias("store_ms"))
+    if topic_prefix is not None:
+        options = {"kafka.bootstrap.servers": bootstrap_servers, "subscribePattern": delay_topic_pattern(topic_prefix),
+                   "startingOffsets": "earliest", "endingOffsets": "latest", "includeHeaders": "true",
+                   **{f"kafka.{k}": v for k, v in (kafka or {}).items()}}
+        scheduled = read_messages(spark, options, engine=engine)
+        schedule = (scheduled.select(
+            header_value(Header.MSG_ID).alias("msg_id"), header_long(Header.DELIVER_AT).alias("due"),
+            header_long(Header.DELAY_LEVEL).cast("int").alias("level"))
+            .where(F.col("msg_id").isNotNull() & F.col("due").isNotNull())
+            .groupBy("msg_id").agg(F.max("due").alias("sched_due"), F.max("level").alias("sched_level")))
+        real = real.join(schedule, "msg_id", "left")
+    else:
+        real = real.withColumn("sched_due", F.lit(None).cast("long")).withColumn("sched_level", F.lit(None).cast("int"))
+    delayed = (real.select(
+        F.coalesce("own_level", "sched_level", F.lit(0)).alias("level"),
+        (F.col("store_ms") - F.coalesce("own_due", "sched_due")).alias("lateness_ms"))
         .where(F.col("lateness_ms").isNotNull())).cache()
     bucket = F.lit(f">={LATENESS_BUCKETS_MS[-1]}")
     for upper, lower in reversed(list(zip(LATENESS_BUCKETS_MS, (None, *LATENESS_BUCKETS_MS[:-1])))):
@@ -281,9 +321,9 @@ def audit_delay(spark: SparkSession, bootstrap_servers: str, topics: Sequence[st
 
         labels = sorted(order_of, key=order_of.get)
         chart_path = lateness_chart(histogram, labels, Path(chart))
+    output_path = write_table(table, output, fmt)
     delayed.unpersist()
-    result = AuditResult("audit-delay", summary, table, rows, write_table(table, output, fmt), chart_path,
-                         extra={"histogram": histogram})
+    result = AuditResult("audit-delay", summary, table, rows, output_path, chart_path, extra={"histogram": histogram})
     if echo:
         print(result.render())
     return result
@@ -311,13 +351,15 @@ def audit_txn(spark: SparkSession, bootstrap_servers: str, *, topic_prefix: str 
       by a half offset.
     - **op** (``TopicNames.op()``): one record per end-transaction decision, with
       TRANSACTION_STATE (``COMMIT...`` or ``ROLLBACK...``, case-insensitive; other
-      values such as UNKNOWN are ignored) and HALF_OFFSET (+ HALF_PARTITION) of the
-      half it settles; TRANSACTION_ID when present, else taken from the half at
-      (HALF_PARTITION, HALF_OFFSET) (any half partition when HALF_PARTITION is absent).
+      values such as the checker's PROBE are ignored) and HALF_OFFSET (+ HALF_PARTITION,
+      default: the op record's own partition, as op partition p settles half
+      partition p) of the half it settles; TRANSACTION_ID when present, else taken
+      from the half at that position.
     - **real** (REAL_TOPIC values of the halves, or ``real_topics``): a committed
       message carries the TRANSACTION_ID header of its transaction.
     - **max-check** (``TopicNames.max_check()``): halves given up on after too many
-      checks, with TRANSACTION_ID (or HALF_OFFSET/HALF_PARTITION like an op).
+      checks, with TRANSACTION_ID (or HALF_OFFSET + HALF_PARTITION; any half
+      partition when HALF_PARTITION is absent).
 
     Outcome per transaction: ``conflict`` (both a commit and a rollback op),
     ``committed`` (a commit op or a real message), ``rolled_back``, ``max_checked``
@@ -334,12 +376,13 @@ def audit_txn(spark: SparkSession, bootstrap_servers: str, *, topic_prefix: str 
         header_value(Header.REAL_TOPIC).alias("real_topic"),
     ).where(F.col("txn_id").isNotNull()).cache()
 
-    def settle(records: DataFrame, extra: list[Column]) -> DataFrame:
+    def settle(records: DataFrame, extra: list[Column], same_partition: bool) -> DataFrame:
         """Attach a transaction id to op / max-check records (own header, else their half's)."""
+        default_partition = F.col("partition") if same_partition else F.lit(None).cast("int")
         refs = records.select(
             header_value(Header.TRANSACTION_ID).alias("own_id"),
             header_long(Header.HALF_OFFSET).alias("ref_offset"),
-            header_long(Header.HALF_PARTITION).cast("int").alias("ref_partition"),
+            F.coalesce(header_long(Header.HALF_PARTITION).cast("int"), default_partition).alias("ref_partition"),
             *extra)
         joined = refs.join(
             halves.select("txn_id", "half_partition", "half_offset").alias("h"),
@@ -351,12 +394,12 @@ def audit_txn(spark: SparkSession, bootstrap_servers: str, *, topic_prefix: str 
                                                                                  ("own_id", "ref_offset", "ref_partition")])
 
     op = _read(spark, bootstrap_servers, [names.op()], engine, kafka, allow_missing=True)
-    ops = settle(op, [_state_kind(header_value(Header.TRANSACTION_STATE)).alias("kind")])
+    ops = settle(op, [_state_kind(header_value(Header.TRANSACTION_STATE)).alias("kind")], same_partition=True)
     op_counts = ops.where(F.col("txn_id").isNotNull()).groupBy("txn_id").agg(
         F.sum(F.when(F.col("kind") == "commit", 1).otherwise(0)).alias("commit_ops"),
         F.sum(F.when(F.col("kind") == "rollback", 1).otherwise(0)).alias("rollback_ops"))
     maxcheck = _read(spark, bootstrap_servers, [names.max_check()], engine, kafka, allow_missing=True)
-    max_checked = settle(maxcheck, []).where(F.col("txn_id").isNotNull()).groupBy("txn_id").agg(
+    max_checked = settle(maxcheck, [], same_partition=False).where(F.col("txn_id").isNotNull()).groupBy("txn_id").agg(
         F.count(F.lit(1)).alias("max_check_records"))
 
     if real_topics is None:

@@ -82,17 +82,21 @@ def audit_order_command(topic: str, sequence: str, key: str, bootstrap_servers: 
 @spark_cli.command("audit-delay")
 @click.argument("topics", nargs=-1, required=True)
 @click.option("--chart", default=None, help="PNG of the lateness histogram (default: lateness.png beside --output)")
+@click.option("--topic-prefix", default=None, help="prefix of the delay topics (default: settings, 'rk')")
+@click.option("--direct", is_flag=True, help="use only delay headers on the real records (no join with delay topics)")
 @_common
-def audit_delay_command(topics: tuple[str, ...], chart: str | None, bootstrap_servers: str | None, master: str | None,
-                        engine: str | None, output: str | None, fmt: str, strict: bool) -> None:
+def audit_delay_command(topics: tuple[str, ...], chart: str | None, topic_prefix: str | None, direct: bool,
+                        bootstrap_servers: str | None, master: str | None, engine: str | None, output: str | None,
+                        fmt: str, strict: bool) -> None:
     """Lateness (store time - deliver-at) of delayed messages on the real TOPICS, per delay level."""
     from spark.audit import audit_delay
 
     if chart is None and output:
         chart = os.path.join(os.path.dirname(os.path.abspath(output)) or ".", "lateness.png")
+    prefix = None if direct else topic_prefix or Settings().topic_prefix
     spark = _session(master, "audit-delay")
-    result = _run(lambda: audit_delay(spark, _bootstrap(bootstrap_servers), list(topics), output=output, fmt=fmt,
-                                      chart=chart, engine=engine))
+    result = _run(lambda: audit_delay(spark, _bootstrap(bootstrap_servers), list(topics), topic_prefix=prefix,
+                                      output=output, fmt=fmt, chart=chart, engine=engine))
     if strict and result.summary["early"]:
         raise SystemExit(1)
 

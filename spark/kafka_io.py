@@ -43,7 +43,6 @@ TP = tuple[str, int]
 TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 
 _CONSUME_BATCH = 10_000
-_OFFSET_INVALID = -1001
 
 
 def open_consumer(options: SourceOptions, purpose: str, **extra: Any) -> Consumer:
@@ -141,15 +140,15 @@ def watermarks(consumer: Consumer, tps: Iterable[TP], hints: dict[TP, int] | Non
                         continue
                     raise KafkaReadError(f"watermark probe failed: {err}")
                 pending.discard((msg.topic(), msg.partition()))
+        result: dict[TP, tuple[int, int]] = {}
+        for tp in tps:  # the watermarks that came with the fetches
+            low, high = consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
+            if high < 0:
+                raise KafkaReadError(f"no high watermark arrived for {tp[0]}-{tp[1]}")
+            result[tp] = (lows[tp] if low < 0 else low, high)
+        return result
     finally:
         consumer.unassign()
-    result: dict[TP, tuple[int, int]] = {}
-    for tp in tps:
-        low, high = consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
-        if low == _OFFSET_INVALID or low < 0:
-            low = lows[tp]
-        result[tp] = (low, high)
-    return result
 
 
 def log_ends(options: SourceOptions, tps: Iterable[TP], hints: dict[TP, int] | None = None) -> dict[TP, tuple[int, int]]:

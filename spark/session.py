@@ -24,10 +24,12 @@ def prepare_python_env() -> None:
     """Point Spark's Python workers at this interpreter and this source tree (before the JVM starts)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    root = str(Path(__file__).resolve().parent.parent)
+    root = Path(__file__).resolve().parent.parent
+    if root.name in ("site-packages", "dist-packages"):  # installed: workers find it anyway
+        return
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if root not in paths:
-        os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
+    if str(root) not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(root), *paths])
 
 
 _registered: weakref.WeakSet = weakref.WeakSet()

@@ -76,6 +76,7 @@ class CheckerStats:
     max_checked: int = 0
     malformed: int = 0
     resets: int = 0
+    commits: int = 0
     partitions_owned: int = 0
     buffered_halves: int = 0
     peak_buffered_halves: int = 0
@@ -457,6 +458,7 @@ class TransactionChecker:
             self._kafka.commit(offsets=[TopicPartition(self._half, part.index, progress[0]),
                                         TopicPartition(self._op, part.index, progress[1])], asynchronous=False)
             part.committed = progress
+            self._stats.commits += 1
         except Exception as exc:
             log.warning("committing partition %d failed (%s); retried later", part.index, exc)
 

@@ -204,6 +204,8 @@ class TransactionMQProducer:
         except Exception as exc:
             log.error("dropping malformed check request %s: %s", request.id, exc)
             return ConsumeStatus.CONSUME_SUCCESS
+        if half.producer_group != self.group_id:  # group names that map to the same topic name
+            return ConsumeStatus.CONSUME_SUCCESS
         try:
             state = as_status(self._check(half.to_check_message()), half.transaction_id, "check_local_transaction")
         except Exception as exc:  # raising, or a wrong type: UNKNOWN, the checker asks again

@@ -42,17 +42,23 @@ class Runner:
             raise RuntimeError(f"runner {self.name} did not start: {line!r}; see {self.log}")
 
     def kill(self) -> None:
-        self.killed_at = time.time()
+        """SIGKILL; ``killed_at`` is taken once the process is gone, so every call of it entered before."""
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)
+        self.killed_at = time.time()
 
     def pause(self) -> None:
-        self.stopped_at = time.time()
+        """SIGSTOP; ``stopped_at`` is taken once the kernel shows the process stopped."""
         self.proc.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while _state(self.proc.pid) != "T" and time.monotonic() < deadline:
+            time.sleep(0.001)
+        self.stopped_at = time.time()
 
     def resume(self) -> None:
-        self.proc.send_signal(signal.SIGCONT)
+        """SIGCONT; ``resumed_at`` is taken before, so every call after the stop enters after it."""
         self.resumed_at = time.time()
+        self.proc.send_signal(signal.SIGCONT)
 
     def close(self, timeout: float = 60.0) -> None:
         """Graceful leave (SIGTERM -> shutdown()); waits for the process to end."""
@@ -70,6 +76,12 @@ class Runner:
 
     def calls(self) -> list[HandlerCall]:
         return History.load([self.history])
+
+
+def _state(pid: int) -> str:
+    """The process state letter from /proc (``T``: stopped)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
 
 
 def _readline(proc: subprocess.Popen, timeout: float) -> str:

@@ -101,7 +101,7 @@ def test_poison_message_blocks_only_its_own_key(rk_settings, rk_topic, rk_group,
         return ConsumeOrderlyStatus.SUCCESS
 
     c = PushConsumer(rk_group, settings=rk_settings, orderly=True, order_key="key", max_reconsume_times=3,
-                     suspend_current_queue_time_ms=300, **FAST)
+                     suspend_current_queue_time_ms=500, **FAST)
     c.subscribe(topic, handle)
     c.start()
     try:
@@ -119,7 +119,7 @@ def test_poison_message_blocks_only_its_own_key(rk_settings, rk_topic, rk_group,
     assert min(later_k0) > attempts[-1]
     dlq = read_all(rk_settings.bootstrap_servers, rk_settings.topics.dead_letter(rk_group))
     assert [dict(r.headers())["rk.UNIQ_KEY"].decode() for r in dlq] == [poison]
-    assert committed in (10, 200), "the commit point never passes the unfinished poison message"
+    assert committed <= 10 or committed == 200, "the commit point never passes the unfinished poison message"
 
 
 def test_committed_offset_never_passes_an_unfinished_message(rk_settings, rk_topic, rk_group, produce):
@@ -138,7 +138,8 @@ def test_committed_offset_never_passes_an_unfinished_message(rk_settings, rk_top
     c.start()
     try:
         assert wait_until(lambda: len(seen) == 100 - 24, timeout=30)  # everything but k1 from offset 5 on
-        time.sleep(3 * FAST["commit_interval_ms"] / 1000)
+        assert wait_until(lambda: committed_offsets(rk_settings.bootstrap_servers, rk_group, topic, 1)[0] == 5)
+        time.sleep(5 * FAST["commit_interval_ms"] / 1000)  # later commits stay below the waiting message
         assert committed_offsets(rk_settings.bootstrap_servers, rk_group, topic, 1)[0] == 5
         gate.set()
         assert wait_until(lambda: committed_offsets(rk_settings.bootstrap_servers, rk_group, topic, 1)[0] == 100)

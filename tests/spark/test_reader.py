@@ -164,6 +164,11 @@ def test_engine_choice(spark, monkeypatch, rk_topic, source):
         read_messages(spark, source(rk_topic(partitions=1)))
     with pytest.raises(SourceOptionError, match="engine"):
         choose_engine(spark, "scala")
+    monkeypatch.delenv(ENGINE_ENV)
+    import spark.engine as engine  # the probe itself: a class that does load flips auto to the JVM source
+
+    monkeypatch.setattr(engine, "JVM_PROVIDER", "org.apache.spark.sql.SparkSession")
+    assert choose_engine(spark, None) == "jvm"
 
 
 def _stream_once(spark, options: dict, checkpoint: str, sink: list, max_per_trigger: int | None = None) -> list[int]:

@@ -32,3 +32,27 @@ def test_two_checkers_split_the_partitions_and_the_survivor_takes_over_on_stop(r
     assert wait_until(lambda: set(tx_ids(read_topic(topic))) == set(first + second), 20)
     assert Counter(tx_ids(read_topic(topic))) == {t: 1 for t in first + second}
     assert a.stats().checks_sent + b.stats().checks_sent >= 40
+
+
+def test_foreign_records_in_half_and_op_topics_never_block_a_partition(rk_settings, rk_topic, make_producer,
+                                                                      make_checker, read_topic):
+    from confluent_kafka import Producer as RawProducer
+
+    from facade.codec import header_map
+    from facade.names import Header
+
+    topic = rk_topic(partitions=1)
+    store = Store(default=TransactionStatus.COMMIT)
+    producer = make_producer("pg", store.check)  # creates the half and op topics (4 partitions each)
+    raw = RawProducer({"bootstrap.servers": rk_settings.bootstrap_servers})
+    for p in range(4):  # garbage ahead of real halves in every partition
+        raw.produce(rk_settings.topics.half(), b"junk", partition=p, headers=[(Header.REAL_TOPIC, b"\xff\xfe")])
+        raw.produce(rk_settings.topics.op(), b"junk", partition=p, headers=[(Header.HALF_OFFSET, b"not-a-number")])
+    assert raw.flush(10) == 0
+    checker = make_checker()
+    ids = [producer.send_message_in_transaction(Message(topic, b"ok"), lambda m, arg: None).transaction_id
+           for _ in range(8)]
+    assert wait_until(lambda: sorted(tx_ids(read_topic(topic))) == sorted(ids), 20)
+    parked = read_topic(rk_settings.topics.max_check())
+    assert len(parked) == 4 and all(header_map(r.headers())[Header.DLQ_REASON] for r in parked)
+    assert checker.stats().malformed == 4

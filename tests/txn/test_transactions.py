@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from facade import ConsumeStatus, Message, MessageError, PushConsumer, TopicNotFoundError
+from facade import Message, MessageError, PushConsumer, TopicNotFoundError
 from facade.codec import header_map
 from facade.names import Header
 from txn import TransactionListenerError, TransactionMessageError, TransactionStatus
@@ -45,7 +45,7 @@ def test_commit_reaches_a_consumer_once_with_the_transaction_id(rk_settings, rk_
                                                                  make_checker, read_topic):
     topic = rk_topic(partitions=2)
     producer = make_producer("pg", Store().check)
-    make_checker()
+    make_checker(transaction_timeout_ms=3000)  # ample time for the end to land before any check is due
     msg = Message(topic, b"paid", tags="TagA", keys="order-1", properties={"region": "eu"})
     result = producer.send_message_in_transaction(msg, lambda m, arg: COMMIT if arg == "ok" else ROLLBACK, "ok")
     assert result.local_state is COMMIT and result.transaction_id == result.msg_id == msg.id
@@ -69,7 +69,7 @@ def test_commit_reaches_a_consumer_once_with_the_transaction_id(rk_settings, rk_
 def test_rollback_is_never_visible(rk_settings, rk_topic, make_producer, make_checker, read_topic):
     topic = rk_topic(partitions=2)
     producer = make_producer("pg", Store(default=COMMIT).check)  # a check-back would commit: there must be none
-    checker = make_checker()
+    checker = make_checker(transaction_timeout_ms=3000)
     results = [producer.send_message_in_transaction(Message(topic, b"x"), lambda m, a: ROLLBACK) for _ in range(10)]
     assert {r.local_state for r in results} == {ROLLBACK}
     assert wait_until(lambda: checker.stats().done_by_op >= 10, 20)
@@ -128,7 +128,7 @@ def test_no_check_back_for_ends_before_the_timeout_and_none_after_the_op(rk_sett
     topic = rk_topic(partitions=2)
     store = Store()
     producer = make_producer("pg", store.check)
-    make_checker(check_interval_ms=2000)  # much longer than an answer takes
+    make_checker(transaction_timeout_ms=3000, check_interval_ms=2000)  # both far longer than an end or answer takes
     ended = [producer.send_message_in_transaction(Message(topic, b"e"), lambda m, a: s).transaction_id
              for s in (COMMIT, ROLLBACK) * 10]
     open_ = [producer.send_message_in_transaction(Message(topic, b"o"), lambda m, a: UNKNOWN).transaction_id for _ in range(5)]
@@ -147,11 +147,11 @@ def test_end_transaction_racing_a_check_back_writes_one_real_message(slow, rk_se
                                                                      make_checker, read_topic):
     topic = rk_topic(partitions=4)
     store = Store(default=COMMIT)
-    pause = {"local transaction": 2.5, "check answer": 0.0}[slow]
+    pause = {"local transaction": 3.5, "check answer": 0.0}[slow]
 
     def check(msg):
         if slow == "check answer":
-            time.sleep(0.8)  # longer than a scan interval: the checker checks the next copy meanwhile
+            time.sleep(1.5)  # three scan intervals: the checker checks the next copy meanwhile
         return store.check(msg)
 
     def execute(msg, arg):
