@@ -10,11 +10,12 @@ same topics (:func:`retry_backoff`).
 from delay.config import DEFAULT_LEVELS, DEFAULT_STEPS, DelayConfig, configure, current, format_duration, parse_duration
 from delay.forwarder import DEFAULT_GROUP, DelayForwarder
 from delay.metrics import ForwarderMetrics
-from delay.routing import DELAY_HEADERS, DelayRouter, provision, retry_backoff
+from delay.routing import DELAY_HEADERS, DelayRouter, key_partition, provision, retry_backoff
 from delay.tiers import Tier, Tiers, step_topic
 
 __all__ = sorted([
     "DEFAULT_GROUP", "DEFAULT_LEVELS", "DEFAULT_STEPS", "DELAY_HEADERS", "DelayConfig", "DelayForwarder",
-    "DelayRouter", "ForwarderMetrics", "Tier", "Tiers", "configure", "current", "format_duration", "parse_duration",
+    "DelayRouter", "ForwarderMetrics", "Tier", "Tiers", "configure", "current", "format_duration", "key_partition",
+    "parse_duration",
     "provision", "retry_backoff", "step_topic",
 ])

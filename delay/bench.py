@@ -155,7 +155,16 @@ def _ignore(_result: Any) -> None:
 
 
 # -- part 2: throughput for already-due records ----------------------------------------------
-def _throughput(settings: Settings, result: DelayBenchResult, count: int, partitions: int, log) -> None:
+def _throughput(settings: Settings, result: DelayBenchResult, count: int, partitions: int, log,
+                rounds: int = 2) -> None:
+    """Best of ``rounds`` for each (a shared 2-core machine's load comes and goes; pipe and forwarder alternate)."""
+    for n in range(rounds):
+        pipe, forwarder = _throughput_round(settings, count, partitions, log if n == 0 else None)
+        result.pipe_rate, result.forwarder_rate = max(result.pipe_rate, pipe), max(result.forwarder_rate, forwarder)
+        log(f"  round {n + 1}: pipe {pipe:,.0f} msg/s, forwarder {forwarder:,.0f} msg/s")
+
+
+def _throughput_round(settings: Settings, count: int, partitions: int, log) -> tuple[float, float]:
     config = DelayConfig(levels="1s", partitions=partitions)
     run = _fresh(settings, "thr")
     admin = TopicAdmin(run)
@@ -174,11 +183,13 @@ def _throughput(settings: Settings, result: DelayBenchResult, count: int, partit
         configure(None)
     time.sleep(config.levels[0] / 1000 + 0.5)  # all due now
     level1 = run.topics.delay_level(1)
-    log(f"throughput: {count:,} due records on {level1} ({admin.partitions(level1)} partitions)")
-    result.pipe_rate = _pipe(run, level1, piped, count)
+    if log:
+        log(f"throughput: {count:,} due records on {level1} ({admin.partitions(level1)} partitions), "
+            f"raw pipe then a forwarder process, best of 2 rounds")
+    pipe_rate = _pipe(run, level1, piped, count)
     forwarder = _ForwarderProcess(run, config, "throughput")
     try:
-        result.forwarder_rate = _output_rate(run.bootstrap_servers, real, 8, count, timeout=120 + count / 2000)
+        return pipe_rate, _output_rate(run.bootstrap_servers, real, 8, count, timeout=120 + count / 2000)
     finally:
         forwarder.stop()
 

@@ -4,20 +4,23 @@ It is an orderly :class:`~ordering.push_consumer.PushConsumer` over every level 
 step topic (DESIGN §2: sidecars reuse the consumer machinery), so instances split
 the partitions with the allocation strategy and the Redis lock table, and commit
 through the consumer. Per partition, records arrive in offset order, which in a
-delay topic is due-time order (:mod:`delay.tiers`). For the head record the
-listener decides:
+delay topic is due-time order (:mod:`delay.tiers`). The forwarder is a *batch
+listener* (:class:`ordering.orderly.Progress`): it gets a partition's raw records
+many at a time and, front to back, decides (:meth:`Tiers.decide`):
 
-- not due on this hop yet: ``Suspend(remaining, failed=False)`` -- the partition
-  sleeps on the consumer's timer heap until then (no polling, no thread per message);
 - due: produce it to its real topic and partition without the delay headers;
-- hop done but the message is not due: re-route it to the tier the plan picks for
-  the remainder, or, when at most ``hold_ms`` remain, wait that exact remainder here.
+- hop over, message not due: re-route it to the tier the plan picks for the rest, or,
+  when at most ``hold_ms`` remain, hold it in memory (:class:`HoldTimer`) and deliver
+  it exactly on time while the queue goes on;
+- hop not over: stop there with ``suspend_ms`` = the time left -- the partition sleeps
+  on the consumer's timer heap until then (no polling, no thread per message).
 
-Produces are asynchronous: the listener returns a future of the delivery report, and
-the consumer advances (and so commits) past a record only once its future resolved,
-so a crash re-forwards at most the unacknowledged tail (duplicates, never loss). A
-record that cannot be forwarded (missing or garbled delay headers, unknown real topic
-or partition) goes to the forwarder group's dead-letter topic with the reason.
+Produces are asynchronous: each call returns one :class:`BatchAck` for the records it
+took, and the consumer advances (and so commits) past them only once every delivery
+report is in, so a crash re-forwards at most the unacknowledged tail (duplicates, never
+loss, never early: the due time is checked again). A record that cannot be forwarded
+(missing or garbled delay headers, unknown real topic or partition) goes to the
+forwarder group's dead-letter topic with the reason.
 
 >>> with DelayForwarder(Settings.load()) as fwd:          # doctest: +SKIP
 ...     fwd.wait()            # until SIGTERM / close() from another thread
@@ -38,7 +41,7 @@ from confluent_kafka.admin import AdminClient
 from delay.config import DelayConfig, current
 from delay.metrics import ForwarderMetrics
 from delay.routing import DELAY_HEADERS, now_ms, provision
-from delay.tiers import Hold, Hop, Tiers, Wait
+from delay.tiers import Deliver, Hold, Hop, Tiers, Wait
 from facade.admin import TopicAdmin
 from facade.codec import MalformedRecordError, decode
 from facade.config import Settings
@@ -58,10 +61,10 @@ DEFAULT_GROUP = "delay-forwarder"
 
 #: Consumer options the forwarder starts from (``ConsumerOptions`` fields, ms where timed).
 FORWARDER_OPTIONS: dict[str, Any] = {
-    "consume_batch_size": 500,  # records a worker forwards before waiting for their acks
+    "consume_batch_size": 500,  # most records one batch-listener call gets
     "pull_batch_size": 2000,
     "pull_threshold_per_partition": 10_000,
-    "consume_thread_max": 16,  # workers mostly wait for acks, off the GIL
+    "consume_thread_max": 8,
     "suspend_current_queue_time_ms": 1000,  # pause after a failed produce
 }
 #: Seconds between refreshes of the partition counts of delay and real topics.
@@ -183,6 +186,8 @@ class DelayForwarder:
         """
         tier = self.tiers.by_topic[records[0].topic()]
         ack = BatchAck()
+        on_delivery = ack.track_many()
+        kafka, partitions, on_forward = self._kafka, self._partitions, self.metrics.on_forward
         now = now_ms()
         handled = 0
         for record in records:
@@ -195,31 +200,40 @@ class DelayForwarder:
                 self._dead_letter(record, str(exc))
                 handled += 1
                 continue
-            action = self.tiers.decide(tier, record.timestamp()[1], due, now)
-            kind = type(action)
-            if kind is Wait:  # measured again: ``now`` may be a little stale by now
+            if due <= now:  # the common case of a backlog: due, deliver (never before the due time)
+                kind = Deliver
+            else:
                 action = self.tiers.decide(tier, record.timestamp()[1], due, now_ms())
                 kind = type(action)
                 if kind is Wait:
                     return Progress(handled, ack.close(), action.ms)
             if kind is Hop:
-                partition = self.tiers.partition_for(real_topic, real_partition, self._partitions[action.tier.topic])
+                partition = self.tiers.partition_for(real_topic, real_partition, partitions[action.tier.topic])
                 self._send(action.tier.topic, partition, record.key(), record.value(), headers, ack.track())
                 self.metrics.on_reroute()
-            else:
+                handled += 1
+                continue
+            known = partitions.get(real_topic)
+            if known is None or real_partition >= known:
                 try:
                     self._check_destination(real_topic, real_partition)
                 except DelayRecordError as exc:
                     self._dead_letter(record, str(exc))
                     handled += 1
                     continue
-                kept = [(k, v) for k, v in headers if k not in DELAY_HEADERS]
-                if kind is Hold:
-                    ack.follow(self._holds.add(due, lambda t=real_topic, p=real_partition, r=record, h=kept, d=due:
-                                               self._deliver(t, p, r.key(), r.value(), h, d)))
-                else:
+            kept = [(k, v) for k, v in headers if k not in DELAY_HEADERS]
+            if kind is Hold:
+                ack.follow(self._holds.add(due, lambda t=real_topic, p=real_partition, r=record, h=kept, d=due:
+                                           self._deliver(t, p, r.key(), r.value(), h, d)))
+            else:
+                on_delivery.add()
+                try:
+                    kafka.produce(real_topic, record.value(), record.key(), partition=real_partition, headers=kept,
+                                  on_delivery=on_delivery)
+                except BufferError:  # the producer's queue is full: wait for room
+                    on_delivery.cancel()
                     self._send(real_topic, real_partition, record.key(), record.value(), kept, ack.track())
-                    self.metrics.on_forward(now - due)
+                on_forward(now - due)
             handled += 1
         return Progress(handled, ack.close())
 
@@ -374,13 +388,14 @@ class BatchAck(Ack):
     The first failure becomes its error (the consumer then rewinds to the first record of the batch).
     """
 
-    __slots__ = ("_pending", "_tracked", "_closed", "_lock")
+    __slots__ = ("_pending", "_tracked", "_closed", "_lock", "_trackers")
 
     def __init__(self) -> None:
         super().__init__()
-        self._pending = self._tracked = 0
+        self._pending = self._tracked = 0  # _pending may dip below 0 before close(): reports can beat the count
         self._closed = False
         self._lock = threading.Lock()
+        self._trackers: list[_Tracker] = []
 
     def track(self) -> Callable[[Any, Any], None]:
         """One more delivery to wait for; returns its ``on_delivery(err, msg)`` callback."""
@@ -388,6 +403,13 @@ class BatchAck(Ack):
             self._pending += 1
             self._tracked += 1
         return self._one_done
+
+    def track_many(self) -> _Tracker:
+        """A delivery callback for many deliveries: call ``add()`` before each produce (cheaper than track())."""
+        tracker = _Tracker(self)
+        with self._lock:
+            self._trackers.append(tracker)
+        return tracker
 
     def follow(self, other: Ack) -> None:
         """Wait for ``other`` too."""
@@ -397,6 +419,9 @@ class BatchAck(Ack):
     def close(self) -> BatchAck | None:
         """No more deliveries will be tracked; None when there were none (nothing to wait for)."""
         with self._lock:
+            for tracker in self._trackers:
+                self._pending += tracker.added
+                self._tracked += tracker.added
             self._closed = True
             if self._pending:
                 return self
@@ -413,6 +438,29 @@ class BatchAck(Ack):
             fire = self._closed and not self._pending
         if fire:
             self.resolve(self._error)
+
+
+class _Tracker:
+    """``on_delivery`` for many produces of one :class:`BatchAck`: counts without a lock on the produce side.
+
+    ``add()`` runs on the worker before each produce; the count moves into the ack at
+    :meth:`BatchAck.close` time and with each report (both under the ack's lock).
+    """
+
+    __slots__ = ("ack", "added")
+
+    def __init__(self, ack: BatchAck) -> None:
+        self.ack = ack
+        self.added = 0
+
+    def add(self) -> None:
+        self.added += 1
+
+    def cancel(self) -> None:
+        self.added -= 1
+
+    def __call__(self, err: Any, msg: Any) -> None:
+        self.ack._one_done(err, msg)
 
 
 class HoldTimer:

@@ -35,12 +35,12 @@ class AvroSerde:
         except Exception as exc:  # fastavro raises several types for bad schemas
             raise MessageError(f"invalid Avro schema: {exc}") from exc
         self.fingerprint = bytes.fromhex(fingerprint(to_parsing_canonical_form(self.schema), "CRC-64-AVRO"))
-        self._prefix = _MAGIC + self.fingerprint
+        self.prefix = _MAGIC + self.fingerprint  # every body starts with it
 
     def encode(self, record: dict[str, Any]) -> bytes:
         """The body for ``record``; :class:`MessageError` when it does not fit the schema."""
         out = io.BytesIO()
-        out.write(self._prefix)
+        out.write(self.prefix)
         try:
             fastavro.schemaless_writer(out, self.schema, record, strict=True)
         except (ValueError, TypeError, KeyError) as exc:
@@ -49,7 +49,7 @@ class AvroSerde:
 
     def decode(self, body: bytes) -> dict[str, Any]:
         """The record in ``body``; :class:`MessageError` when it was written with another schema or is garbled."""
-        if body[:9] != self._prefix:
+        if body[:9] != self.prefix:
             raise MessageError(f"body is not Avro of schema {self.schema.get('name')!r} (marker or fingerprint differs)")
         try:
             return fastavro.schemaless_reader(io.BytesIO(body[9:]), self.schema, self.schema)

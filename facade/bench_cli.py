@@ -103,3 +103,24 @@ def delay_cmd(rate: int, duration: float, levels: str, due_count: int, partition
         result = bench_delay(settings, rate=rate, duration=duration, levels=levels, due_count=due_count,
                              partitions=partitions, log=click.echo)
         print_delay_result(result, click.echo)
+
+
+class _LazySparkBench(click.Command):
+    """``bench spark`` lives in the spark package; importing pyspark only when it runs keeps other benches light."""
+
+    def _real(self) -> click.Command:
+        from spark.cli import bench_command
+
+        return bench_command
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        return self._real().get_params(ctx)
+
+    def invoke(self, ctx: click.Context) -> object:
+        return self._real().invoke(ctx)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return self._real().parse_args(ctx, args)
+
+
+bench.add_command(_LazySparkBench("spark", help="Spark batch read rows/s (1M x 100 B, local[2]) beside raw confluent-kafka."))

@@ -230,6 +230,10 @@ def _zigzag(n: int) -> bytes:
     return bytes(out)
 
 
+#: Body framings :func:`decode_avro` understands: bytes before the Avro datum.
+AVRO_FRAMINGS = ("none", "confluent", "rocketkafka")
+
+
 class AvroBatchDecoder:
     """Decode a binary Arrow column of schemaless Avro datums into a struct column.
 
@@ -237,17 +241,36 @@ class AvroBatchDecoder:
     object container file, so fastavro's compiled reader loops over them; only a
     batch that fails to decode as a block is decoded datum by datum (bad ones
     become null).
+
+    Framings: ``none`` (bare datum), ``confluent`` (Confluent's magic byte + 4-byte
+    schema id, not checked), ``rocketkafka`` (:class:`facade.avro.AvroSerde`'s marker
+    + CRC-64-AVRO fingerprint of ``schema``; a body with another fingerprint is null).
     """
 
     _SYNC = b"rocketkafka-sync"  # 16 bytes
 
-    def __init__(self, schema: dict | str, confluent_framing: bool = False) -> None:
+    def __init__(self, schema: dict | str, framing: str = "none") -> None:
         import fastavro
 
+        if framing not in AVRO_FRAMINGS:
+            raise ConfigError(f"Avro framing {framing!r}: use one of {', '.join(AVRO_FRAMINGS)}")
         self._fastavro = fastavro
         self.schema = json.loads(schema) if isinstance(schema, str) else schema
-        self.parsed = fastavro.parse_schema(self.schema)
-        self.confluent_framing = confluent_framing
+        try:
+            self.parsed = fastavro.parse_schema(self.schema)
+        except Exception as exc:  # noqa: BLE001 - fastavro raises several types for bad schemas
+            raise ConfigError(f"invalid Avro schema: {exc}") from exc
+        self.framing = framing
+        self.prefix = b""  # bytes every body must start with (checked)
+        self.skip = 0  # bytes before the datum
+        if framing == "confluent":
+            self.skip = 5
+        elif framing == "rocketkafka":
+            from facade.avro import AvroSerde
+
+            serde = AvroSerde(self.schema)
+            self.prefix = serde.prefix  # marker + fingerprint
+            self.skip = len(self.prefix)
         header = io.BytesIO()
         fastavro.writer(header, self.parsed, [], sync_marker=self._SYNC)
         self._header = header.getvalue()
@@ -257,37 +280,53 @@ class AvroBatchDecoder:
         self.arrow_type = to_arrow_type(self.spark_type, timezone="UTC")
 
     def decode(self, column: pa.Array) -> pa.Array:
-        """Decoded values of ``column`` (null where the body is null or does not decode)."""
+        """Decoded values of ``column`` (null where the body is null, badly framed or does not decode)."""
         if isinstance(column, pa.ChunkedArray):
             column = column.combine_chunks()
-        valid = column.is_valid()
-        present = column.filter(valid) if column.null_count else column
-        records = self._decode_present(present)
-        decoded = pa.array(records, type=self.arrow_type)
-        if not column.null_count:
+        if column.type != pa.binary():
+            column = column.cast(pa.binary())
+        mask = column.is_valid().to_numpy(zero_copy_only=False)
+        if self.skip:
+            mask &= self._framed(column)
+        present = column if mask.all() else column.filter(pa.array(mask))
+        decoded = pa.array(self._decode_present(present), type=self.arrow_type)
+        if mask.all():
             return decoded
-        mask = valid.to_numpy(zero_copy_only=False)
         positions = np.cumsum(mask) - 1
         return decoded.take(pa.array(positions, mask=~mask, type=pa.int64()))
+
+    @staticmethod
+    def _layout(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        """Value offsets (n + 1) and the data bytes of a binary array."""
+        n = len(column)
+        offsets = np.frombuffer(column.buffers()[1], dtype=np.int32)[column.offset:column.offset + n + 1]
+        data = column.buffers()[2]
+        return offsets, (np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8))
+
+    def _framed(self, column: pa.Array) -> np.ndarray:
+        """Rows long enough for the framing whose first bytes are the expected prefix."""
+        offsets, data = self._layout(column)
+        long_enough = np.diff(offsets) >= self.skip
+        if not self.prefix or not long_enough.any():
+            return long_enough
+        starts = offsets[:-1][long_enough].astype(np.int64)
+        heads = data[starts[:, None] + np.arange(len(self.prefix))]
+        ok = long_enough.copy()
+        ok[long_enough] = (heads == np.frombuffer(self.prefix, dtype=np.uint8)).all(axis=1)
+        return ok
 
     def _decode_present(self, present: pa.Array) -> list:
         n = len(present)
         if n == 0:
             return []
-        present = present.cast(pa.binary()) if present.type != pa.binary() else present
-        offsets = np.frombuffer(present.buffers()[1], dtype=np.int32)[present.offset:present.offset + n + 1]
-        data = present.buffers()[2]
-        skip = 5 if self.confluent_framing else 0
-        if data is None:
-            payload = b""
-        else:
-            raw = np.frombuffer(data, dtype=np.uint8)[int(offsets[0]):int(offsets[-1])]
-            if skip:  # drop each datum's 5-byte Confluent prefix (magic byte + schema id)
-                keep = np.ones(len(raw), dtype=bool)
-                starts = (offsets[:-1] - offsets[0])[np.diff(offsets) >= skip]
-                keep[(starts[:, None] + np.arange(skip)).ravel()] = False
-                raw = raw[keep]
-            payload = raw.tobytes()
+        offsets, data = self._layout(present)
+        raw = data[int(offsets[0]):int(offsets[-1])]
+        if self.skip:  # drop each datum's framing bytes
+            keep = np.ones(len(raw), dtype=bool)
+            starts = (offsets[:-1] - offsets[0]).astype(np.int64)
+            keep[(starts[:, None] + np.arange(self.skip)).ravel()] = False
+            raw = raw[keep]
+        payload = raw.tobytes()
         block = self._header + _zigzag(n) + _zigzag(len(payload)) + payload + self._SYNC
         try:
             records = list(self._fastavro.reader(io.BytesIO(block)))
@@ -298,35 +337,37 @@ class AvroBatchDecoder:
         out = []
         for body in present.to_pylist():
             try:
-                out.append(self._fastavro.schemaless_reader(io.BytesIO(body[skip:]), self.parsed, None))
-            except Exception:  # noqa: BLE001
+                out.append(self._fastavro.schemaless_reader(io.BytesIO(body[self.skip:]), self.parsed, None))
+            except Exception:  # noqa: BLE001 - a garbled datum decodes to null
                 out.append(None)
         return out
 
 
 def decode_avro(df: DataFrame, schema: dict | str, column: str | None = None, output: str = "payload",
-                confluent_framing: bool = False) -> DataFrame:
+                framing: str = "none") -> DataFrame:
     """Add ``output``: the Avro datum in ``column`` (``body`` or ``value``) decoded with ``schema``.
 
     Parameters:
         schema: the writer's Avro schema (dict or JSON text).
         column: the binary column; default ``body`` if present, else ``value``.
-        output: name of the new struct column.
-        confluent_framing: bodies start with Confluent's 5-byte schema-registry prefix.
+        output: name of the new struct column (null where a body does not decode).
+        framing: ``none``, ``confluent`` or ``rocketkafka`` (see :class:`AvroBatchDecoder`).
+
+    Raises:
+        ConfigError: a bad schema, a schema without a Spark type, an unknown framing or column.
     """
     column = column or ("body" if "body" in df.columns else "value")
     if column not in df.columns:
         raise ConfigError(f"no column {column!r} to decode")
-    decoder = AvroBatchDecoder(schema, confluent_framing)  # checks the schema on the driver
+    decoder = AvroBatchDecoder(schema, framing)  # checks the schema on the driver
     out_schema = StructType([*df.schema.fields, StructField(output, decoder.spark_type, True)])
     index = df.columns.index(column)
     schema_json = json.dumps(decoder.schema)
 
     def decode_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        worker_decoder = AvroBatchDecoder(schema_json, confluent_framing)
+        worker_decoder = AvroBatchDecoder(schema_json, framing)
         for batch in batches:
             decoded = worker_decoder.decode(batch.column(index))
             yield pa.RecordBatch.from_arrays([*batch.columns, decoded], names=[*batch.schema.names, output])
 
     return df.mapInArrow(decode_batches, out_schema)
-

@@ -37,23 +37,19 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("kwargs,message", BAD, ids=[m for _, m in BAD])
-def test_bad_delay_raises_at_send_and_writes_nothing(rk_settings, rk_topic, delay_config, kwargs, message):
+def test_bad_delays_raise_at_send_and_write_nothing(rk_settings, rk_topic, delay_config):
     topic = rk_topic(partitions=2)
-    with Producer("bad", settings=rk_settings) as producer:
-        with pytest.raises(DelayError, match=message):
-            producer.send_sync(Message(topic, body=b"x", **kwargs))
-        with pytest.raises(DelayError, match=message):
-            producer.send_async(Message(topic, body=b"x", **kwargs), lambda r: None)
-        with pytest.raises(DelayError, match=message):
-            producer.send_oneway(Message(topic, body=b"x", **kwargs))
     drop_in = KafkaProducer({"bootstrap.servers": rk_settings.bootstrap_servers,
                              "rocketkafka.topic.prefix": rk_settings.topic_prefix})
-    level = kwargs.get("delay_time_level", 0)
-    with pytest.raises(DelayError, match=message):
-        drop_in.produce(topic, b"x", key="k", delay_level=level, delay=kwargs.get("delay"),
-                        deliver_at=kwargs.get("deliver_at"))
-    drop_in.flush(10)
+    with Producer("bad", settings=rk_settings) as producer:
+        for kwargs, message in BAD:
+            for send in (producer.send_sync, lambda m: producer.send_async(m, lambda r: None), producer.send_oneway):
+                with pytest.raises(DelayError, match=message):
+                    send(Message(topic, body=b"x", **kwargs))
+            with pytest.raises(DelayError, match=message):
+                drop_in.produce(topic, b"x", key="k", delay_level=kwargs.get("delay_time_level", 0),
+                                delay=kwargs.get("delay"), deliver_at=kwargs.get("deliver_at"))
+    assert drop_in.flush(10) == 0
     assert read_all(rk_settings.bootstrap_servers, topic) == []
     admin = TopicAdmin(rk_settings)
     for delay_topic in Tiers(rk_settings.topics, delay_config).topics():

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 import fastavro
 import pytest
 
+from facade.avro import AvroSerde
 from facade.errors import ConfigError, TagExpressionError
 from facade.names import Header
 from spark import dedup_by_msg_id, decode_avro, filter_tags, read_message_stream, read_messages, rocketmq_view
@@ -139,7 +140,18 @@ def test_avro_bodies_decode_in_arrow_batches(spark, rk_topic, produce, source):
     with pytest.raises(ConfigError, match="union"):
         decode_avro(decoded, {"type": "record", "name": "U", "fields": [{"name": "x", "type": ["int", "string"]}]})
 
+    with pytest.raises(ConfigError, match="framing"):
+        decode_avro(decoded, SCHEMA, framing="protobuf")
+
     framed_topic = rk_topic(partitions=1, suffix="-framed")  # Confluent wire format: magic byte + schema id + datum
     produce(framed_topic, [Record(value=b"\x00\x00\x00\x00\x07" + _avro(o)) for o in orders[:100]])
-    framed = decode_avro(read_messages(spark, source(framed_topic)), json.dumps(SCHEMA), confluent_framing=True)
+    framed = decode_avro(read_messages(spark, source(framed_topic)), json.dumps(SCHEMA), framing="confluent")
     assert sorted(r.payload.id for r in framed.collect()) == list(range(100))
+
+    ours_topic = rk_topic(partitions=1, suffix="-serde")  # facade.avro.AvroSerde bodies: marker + fingerprint
+    serde = AvroSerde(SCHEMA)
+    other = AvroSerde({"type": "record", "name": "Other", "fields": [{"name": "id", "type": "long"}]})
+    produce(ours_topic, [Record(value=serde.encode(o)) for o in orders[:100]] + [Record(value=other.encode({"id": 1}))])
+    ours = decode_avro(read_messages(spark, source(ours_topic)), SCHEMA, framing="rocketkafka").collect()
+    assert sorted(r.payload.id for r in ours if r.payload) == list(range(100))
+    assert sum(r.payload is None for r in ours) == 1  # another schema's fingerprint: null, not garbage
