@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from facade.admin import TopicAdmin
+from facade.avro import AvroSerde
 from facade.codec import MalformedRecordError
-from facade.errors import ConfigError
+from facade.errors import ConfigError, MessageError
 from facade.message import MessageExt
 from facade.names import HEADER_PREFIX, Header, TopicNames
 from facade.sender import Record
@@ -32,6 +33,13 @@ _PLUMBING = frozenset({Header.TRANSACTION, Header.REAL_TOPIC, Header.REAL_QUEUE_
                        Header.HALF_OFFSET, Header.HALF_PARTITION, Header.TRANSACTION_STATE})
 #: Op record states (``TRANSACTION_STATE`` header).
 OP_COMMIT, OP_ROLLBACK, OP_PROBE = "COMMIT", "ROLLBACK", "PROBE"
+#: The body of an op record (internal records are Avro: facade.avro).
+OP_BODY = AvroSerde({
+    "type": "record", "name": "TransactionOp", "namespace": "rocketkafka.txn",
+    "fields": [{"name": "transaction_id", "type": "string"}, {"name": "half_partition", "type": "int"},
+               {"name": "half_offset", "type": "long"}, {"name": "state", "type": "string"},
+               {"name": "producer_group", "type": "string"}],
+})
 
 
 class TransactionCheckMessage(MessageExt):
@@ -125,14 +133,16 @@ class HalfMessage:
         return Record(self.real_topic, self.real_partition, self.key, self.body, headers, self.msg_id)
 
     def op_record(self, topics: TopicNames, state: TransactionStatus) -> Record:
-        """The op record closing this half copy (RocketMQ: body = the half's queue offset)."""
+        """The op record closing this half copy: an Avro body (:data:`OP_BODY`), mirrored in headers for Kafka tools."""
         name = OP_COMMIT if state is TransactionStatus.COMMIT else OP_ROLLBACK
+        body = OP_BODY.encode({"transaction_id": self.transaction_id, "half_partition": self.half_partition,
+                               "half_offset": self.half_offset, "state": name, "producer_group": self.producer_group})
         headers = [(Header.TRANSACTION_ID, self.transaction_id.encode()),
                    (Header.HALF_PARTITION, str(self.half_partition).encode()),
                    (Header.HALF_OFFSET, str(self.half_offset).encode()),
                    (Header.TRANSACTION_STATE, name.encode()),
                    (Header.PRODUCER_GROUP, self.producer_group.encode())]
-        return Record(topics.op(), self.half_partition, self.transaction_id.encode(), str(self.half_offset).encode(),
+        return Record(topics.op(), self.half_partition, self.transaction_id.encode(), body,
                       headers, f"{self.transaction_id}@{self.half_offset}")
 
     def copy_record(self, topics: TopicNames) -> Record:
@@ -199,14 +209,14 @@ class OpRecord:
 
     @classmethod
     def parse(cls, record: Any) -> OpRecord:
+        """Read the Avro body; anything else (a probe, a foreign record, garbage) closes nothing."""
         try:
-            h = _headers(record.headers() or [])
-            half_offset = int(h[Header.HALF_OFFSET]) if Header.HALF_OFFSET in h else None
-            if half_offset is not None and int(h.get(Header.HALF_PARTITION, record.partition())) != record.partition():
-                half_offset = None  # names another partition: it cannot close anything here
-        except ValueError:  # UnicodeDecodeError included
+            op = OP_BODY.decode(record.value() or b"")
+        except MessageError:
             return cls(record.offset(), None, None)
-        return cls(record.offset(), half_offset, h.get(Header.TRANSACTION_ID))
+        if op["half_partition"] != record.partition():
+            return cls(record.offset(), None, op["transaction_id"])  # names another partition: closes nothing here
+        return cls(record.offset(), op["half_offset"], op["transaction_id"])
 
 
 def provision(admin: TopicAdmin, topics: TopicNames, half_partitions: int, check_partitions: int,

@@ -9,7 +9,7 @@ from facade.message import Message, MessageExt
 from facade.names import Header, TopicNames
 from facade.sender import Record
 from txn import TransactionListenerError, TransactionStatus
-from txn.records import HalfMessage, OpRecord, half_record, probe_record
+from txn.records import OP_BODY, HalfMessage, OpRecord, half_record, probe_record
 from txn.status import as_status
 
 TOPICS = TopicNames("rk")
@@ -52,7 +52,9 @@ def test_real_message_is_the_same_from_every_path():
 def test_op_names_the_half_offset_it_closes():
     op = HalfMessage.from_sent(_half(), 3, 41, 0).op_record(TOPICS, TransactionStatus.ROLLBACK)
     h = header_map(op.headers)
-    assert (op.topic, op.partition, op.value) == ("rk.txn.op", 3, b"41")
+    assert (op.topic, op.partition) == ("rk.txn.op", 3)
+    assert OP_BODY.decode(op.value) == {"transaction_id": "MSGID1", "half_partition": 3, "half_offset": 41,
+                                        "state": "ROLLBACK", "producer_group": op.headers[-1][1].decode()}
     assert (h[Header.HALF_OFFSET], h[Header.TRANSACTION_STATE], h[Header.TRANSACTION_ID]) == (b"41", b"ROLLBACK", b"MSGID1")
 
 
