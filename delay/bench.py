@@ -57,9 +57,14 @@ class DelayBenchResult:
     p50_ms: float = 0.0
     p99_ms: float = 0.0
     max_ms: float = 0.0
+    forward_p50_ms: float = 0.0  # the forwarder's produce time - due
+    forward_p99_ms: float = 0.0
     send_rate: float = 0.0
     pipe_rate: float = 0.0
     forwarder_rate: float = 0.0
+    forwarders: int = 1
+    raw_p50_ms: float = 0.0  # a raw confluent-kafka produce -> consume at the same rate, same broker
+    raw_p99_ms: float = 0.0
     per_level: dict[str, tuple[int, float, float]] = field(default_factory=dict)
 
     @property
@@ -68,11 +73,15 @@ class DelayBenchResult:
 
 
 def bench_delay(settings: Settings, *, rate: int = 2000, duration: float = 60.0, levels: str = "1s 5s 10s 30s",
-                due_count: int = 100_000, partitions: int = 4, log=print) -> DelayBenchResult:
-    """Run both parts against ``settings``' cluster under fresh topic prefixes; returns the figures."""
+                due_count: int = 100_000, partitions: int = 4, forwarders: int = 1, log=print) -> DelayBenchResult:
+    """Run both parts against ``settings``' cluster under fresh topic prefixes; returns the figures.
+
+    ``forwarders``: forwarder processes sharing the work in part 2 (the pipe is always one).
+    """
     result = DelayBenchResult()
     _lateness(settings, result, rate, duration, levels, partitions, log)
-    _throughput(settings, result, due_count, partitions, log)
+    result.raw_p50_ms, result.raw_p99_ms = _raw_latency(settings, rate, min(duration, 15.0))
+    _throughput(settings, result, due_count, partitions, log, forwarders=forwarders)
     return result
 
 
@@ -107,12 +116,13 @@ def _lateness(settings: Settings, result: DelayBenchResult, rate: int, duration:
     for received, msg_id, stamp in receiver.arrivals:
         counts[msg_id] = counts.get(msg_id, 0) + 1
         first.setdefault(msg_id, (received, stamp))
-    late, per_level = [], {}
+    late, per_level, forwarding = [], {}, []
     for msg_id, (due, level) in sent.items():
         if msg_id not in first:
             continue
         received, stamp = first[msg_id]
         late.append(received - due)
+        forwarding.append(stamp - due)
         per_level.setdefault(level, []).append(received - due)
         result.early += stamp < due  # certain: due is a lower bound of the real due time
     result.received = len(late)
@@ -120,7 +130,9 @@ def _lateness(settings: Settings, result: DelayBenchResult, rate: int, duration:
     result.duplicates = sum(c - 1 for m, c in counts.items() if m in sent)
     if late:
         late.sort()
+        forwarding.sort()
         result.p50_ms, result.p99_ms, result.max_ms = _pct(late, 0.5), _pct(late, 0.99), late[-1]
+        result.forward_p50_ms, result.forward_p99_ms = _pct(forwarding, 0.5), _pct(forwarding, 0.99)
     for level, values in sorted(per_level.items()):
         values.sort()
         result.per_level[f"level {level} ({format_duration(config.level_ms(level))})"] = (
@@ -154,17 +166,57 @@ def _ignore(_result: Any) -> None:
     pass
 
 
+def _raw_latency(settings: Settings, rate: int, seconds: float) -> tuple[float, float]:
+    """p50/p99 (ms) of a plain produce -> consume at ``rate`` on the same broker: the transport's own share."""
+    topic = f"bench-raw-{uuid.uuid4().hex[:6]}"
+    TopicAdmin(settings).create(topic, partitions=8)
+    producer = RawProducer(settings.kafka_config(**{"linger.ms": 2, "enable.idempotence": True}))
+    consumer = Consumer(settings.kafka_config(**{"group.id": f"raw-{uuid.uuid4().hex}", "enable.auto.commit": False,
+                                                 "fetch.wait.max.ms": 5}))
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(8)])
+    producer.produce(topic, str(now_ms()).encode(), partition=0)
+    producer.flush(10)
+    while (first := consumer.poll(1.0)) is None or first.error() is not None:
+        pass  # warm: the consumer has fetched once
+    count, latencies = int(rate * seconds), []
+
+    def receive() -> None:
+        while len(latencies) < count:
+            record = consumer.poll(0.5)
+            if record is None:
+                continue
+            received = now_ms()
+            latencies.extend(received - int(r.value()) for r in [record, *consumer.consume(999, 0)] if not r.error())
+
+    thread = threading.Thread(target=receive, daemon=True)
+    thread.start()
+    start, sent = time.monotonic(), 0
+    while sent < count:
+        target = min(count, int((time.monotonic() - start) * rate))
+        while sent < target:
+            producer.produce(topic, str(now_ms()).encode(), partition=sent % 8)
+            sent += 1
+        producer.poll(0)
+        time.sleep(0.002)
+    producer.flush(30)
+    thread.join(60)
+    consumer.close()
+    latencies.sort()
+    return (_pct(latencies, 0.5), _pct(latencies, 0.99)) if latencies else (0.0, 0.0)
+
+
 # -- part 2: throughput for already-due records ----------------------------------------------
 def _throughput(settings: Settings, result: DelayBenchResult, count: int, partitions: int, log,
-                rounds: int = 2) -> None:
+                rounds: int = 2, forwarders: int = 1) -> None:
     """Best of ``rounds`` for each (a shared 2-core machine's load comes and goes; pipe and forwarder alternate)."""
+    result.forwarders = forwarders
     for n in range(rounds):
-        pipe, forwarder = _throughput_round(settings, count, partitions, log if n == 0 else None)
+        pipe, forwarder = _throughput_round(settings, count, partitions, log if n == 0 else None, forwarders)
         result.pipe_rate, result.forwarder_rate = max(result.pipe_rate, pipe), max(result.forwarder_rate, forwarder)
         log(f"  round {n + 1}: pipe {pipe:,.0f} msg/s, forwarder {forwarder:,.0f} msg/s")
 
 
-def _throughput_round(settings: Settings, count: int, partitions: int, log) -> tuple[float, float]:
+def _throughput_round(settings: Settings, count: int, partitions: int, log, forwarders: int = 1) -> tuple[float, float]:
     config = DelayConfig(levels="1s", partitions=partitions)
     run = _fresh(settings, "thr")
     admin = TopicAdmin(run)
@@ -187,11 +239,12 @@ def _throughput_round(settings: Settings, count: int, partitions: int, log) -> t
         log(f"throughput: {count:,} due records on {level1} ({admin.partitions(level1)} partitions), "
             f"raw pipe then a forwarder process, best of 2 rounds")
     pipe_rate = _pipe(run, level1, piped, count)
-    forwarder = _ForwarderProcess(run, config, "throughput")
+    processes = [_ForwarderProcess(run, config, f"throughput-{i}") for i in range(forwarders)]
     try:
         return pipe_rate, _output_rate(run.bootstrap_servers, real, 8, count, timeout=120 + count / 2000)
     finally:
-        forwarder.stop()
+        for process in processes:
+            process.stop()
 
 
 def _pipe(settings: Settings, source: str, target: str, count: int) -> float:
@@ -338,7 +391,11 @@ def print_delay_result(result: DelayBenchResult, echo=print) -> None:
          f"lost {result.lost}, duplicates {result.duplicates}, early {result.early}")
     echo(f"lateness (receive - due): p50 {result.p50_ms:.0f} ms   p99 {result.p99_ms:.0f} ms   "
          f"max {result.max_ms:.0f} ms   (target p99 < 50 ms; RocketMQ 4 polls an empty level every 100 ms)")
+    echo(f"  of which the forwarder (its produce time - due): p50 {result.forward_p50_ms:.0f} ms   "
+         f"p99 {result.forward_p99_ms:.0f} ms; a raw produce -> consume at the same rate on this broker: "
+         f"p50 {result.raw_p50_ms:.0f} ms   p99 {result.raw_p99_ms:.0f} ms")
     for name, (n, p50, p99) in result.per_level.items():
         echo(f"  {name:<20} n={n:<7,} p50 {p50:.0f} ms  p99 {p99:.0f} ms")
-    echo(f"already-due throughput: forwarder {result.forwarder_rate:,.0f} msg/s, raw consume->produce pipe "
+    echo(f"already-due throughput: {result.forwarders} forwarder process(es) {result.forwarder_rate:,.0f} msg/s, "
+         f"raw consume->produce pipe "
          f"{result.pipe_rate:,.0f} msg/s: {result.ratio:.2f}x (target >= 0.60x)")

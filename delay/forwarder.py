@@ -103,6 +103,7 @@ class DelayForwarder:
         self._consumer_config = {**FORWARDER_CONSUMER_CONFIG, **(consumer_config or {})}
         self._producer_config = {**FORWARDER_PRODUCER_CONFIG, **(producer_config or {})}
         self._metrics_port = metrics_port
+        self._max_ahead = self.config.max_delay + 86_400_000  # a due time further out is garbage
         self._state = "new"
         self._closed = threading.Event()
         self._admin: TopicAdmin | None = None
@@ -190,14 +191,35 @@ class DelayForwarder:
         kafka, partitions, on_forward = self._kafka, self._partitions, self.metrics.on_forward
         now = now_ms()
         handled = 0
+        delay_headers = DELAY_HEADERS
         for record in records:
             if handled & 63 == 63:
                 now = now_ms()
             headers = record.headers() or []
+            raw_due = raw_topic = raw_qid = None
+            cut = len(headers)  # delay headers come last (the router appends them): kept = headers[:cut]
+            for i in range(cut - 1, -1, -1):
+                name = headers[i][0]
+                if name not in delay_headers:
+                    break
+                cut = i
+                if name == _DELIVER_AT:
+                    raw_due = headers[i][1]
+                elif name == _REAL_TOPIC:
+                    raw_topic = headers[i][1]
+                elif name == _REAL_QID:
+                    raw_qid = headers[i][1]
             try:
-                due, real_topic, real_partition = self._delay_fields(headers, now)
-            except DelayRecordError as exc:
-                self._dead_letter(record, str(exc))
+                if raw_due is None or raw_topic is None or raw_qid is None:  # not at the end: look everywhere
+                    due, real_topic, real_partition = self._delay_fields(headers, now)
+                    cut = -1
+                else:
+                    due, real_topic, real_partition = int(raw_due), raw_topic.decode(), int(raw_qid)
+                    if not real_topic or real_partition < 0 or due > now + self._max_ahead:
+                        self._delay_fields(headers, now)  # raises with the reason
+            except (DelayRecordError, ValueError, UnicodeDecodeError) as exc:
+                reason = str(exc) if isinstance(exc, DelayRecordError) else f"garbled delay header ({exc})"
+                self._dead_letter(record, reason)
                 handled += 1
                 continue
             if due <= now:  # the common case of a backlog: due, deliver (never before the due time)
@@ -221,7 +243,7 @@ class DelayForwarder:
                     self._dead_letter(record, str(exc))
                     handled += 1
                     continue
-            kept = [(k, v) for k, v in headers if k not in DELAY_HEADERS]
+            kept = headers[:cut] if cut >= 0 else [(k, v) for k, v in headers if k not in delay_headers]
             if kind is Hold:
                 ack.follow(self._holds.add(due, lambda t=real_topic, p=real_partition, r=record, h=kept, d=due:
                                            self._deliver(t, p, r.key(), r.value(), h, d)))
@@ -260,7 +282,7 @@ class DelayForwarder:
             raise DelayRecordError("empty real topic")
         if partition < 0:
             raise DelayRecordError(f"real partition {partition} is negative")
-        if due > now + self.config.max_delay + 86_400_000:
+        if due > now + self._max_ahead:
             raise DelayRecordError(f"due time {due} is beyond the maximum delay")
         return due, topic, partition
 

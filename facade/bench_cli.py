@@ -95,13 +95,14 @@ def txn(count: int, threads: int, unknown: int) -> None:
 @click.option("--levels", default="1s 5s 10s 30s", show_default=True, help="the mixed levels (RocketMQ's first four)")
 @click.option("--due-count", default=100_000, show_default=True, help="already-due records for the throughput figure")
 @click.option("--partitions", default=4, show_default=True, help="partitions per delay topic")
-def delay_cmd(rate: int, duration: float, levels: str, due_count: int, partitions: int) -> None:
+@click.option("--forwarders", default=1, show_default=True, help="forwarder processes for the throughput figure")
+def delay_cmd(rate: int, duration: float, levels: str, due_count: int, partitions: int, forwarders: int) -> None:
     """Delay forwarder: lateness p50/p99/max under load, and already-due throughput beside a raw pipe."""
     from delay.bench import bench_delay, print_delay_result
 
     with bench_settings() as settings:
         result = bench_delay(settings, rate=rate, duration=duration, levels=levels, due_count=due_count,
-                             partitions=partitions, log=click.echo)
+                             partitions=partitions, forwarders=forwarders, log=click.echo)
         print_delay_result(result, click.echo)
 
 

@@ -77,12 +77,9 @@ def decode(record: Any) -> MessageExt:
             raise MalformedRecordError(record.topic(), record.partition(), record.offset(), f"bad system header ({exc})") from exc
     else:
         headers = []
-    topic, partition, offset = record.topic(), record.partition(), record.offset()
-    store_ts = record.timestamp()[1]
-    value = record.value()
-    return MessageExt(msg_id or f"{topic}@{partition}@{offset}", topic, value if value is not None else b"", tags, keys,
-                      partition, offset, reconsume or 0, born if born is not None else store_ts, store_ts, props,
-                      record.key(), headers)
+    if msg_id is None:
+        msg_id = f"{record.topic()}@{record.partition()}@{record.offset()}"
+    return MessageExt.from_record(record, msg_id, tags, keys, reconsume or 0, born, props, headers)
 
 
 def tags_of(record: Any) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 from datetime import datetime, timedelta
 
 from facade.errors import MessageError
@@ -103,11 +104,13 @@ class Message:
 class MessageExt:
     """A received message (RocketMQ's ``MessageExt``): queue id = partition, queue offset = offset.
 
-    Built for every consumed record, so it is a plain slotted class rather than a dataclass.
+    Built for every consumed record, so it is a slotted class, and a message decoded from a
+    Kafka record (:meth:`from_record`) reads body, key and timestamps from the record only
+    when they are asked for.
     """
 
-    __slots__ = ("id", "topic", "body", "tags", "keys", "queue_id", "queue_offset", "reconsume_times",
-                 "born_timestamp", "store_timestamp", "properties", "key", "headers")
+    __slots__ = ("id", "topic", "tags", "keys", "queue_id", "queue_offset", "reconsume_times", "properties", "headers",
+                 "_record", "_body", "_key", "_born", "_store")
 
     def __init__(self, id: str, topic: str, body: bytes, tags: str | None, keys: str | None, queue_id: int,
                  queue_offset: int, reconsume_times: int, born_timestamp: int, store_timestamp: int,
@@ -115,17 +118,53 @@ class MessageExt:
                  headers: list[tuple[str, bytes]] | None = None) -> None:
         self.id = id
         self.topic = topic
-        self.body = body
         self.tags = tags
         self.keys = keys
         self.queue_id = queue_id
         self.queue_offset = queue_offset
         self.reconsume_times = reconsume_times
-        self.born_timestamp = born_timestamp  # epoch ms at the producer
-        self.store_timestamp = store_timestamp  # epoch ms of the record (broker or producer time)
         self.properties = properties if properties is not None else {}  # user properties (plain headers)
-        self.key = key  # the Kafka record key
         self.headers = headers if headers is not None else []  # raw, all of them
+        self._record = None
+        self._body, self._key, self._born, self._store = body, key, born_timestamp, store_timestamp
+
+    @classmethod
+    def from_record(cls, record: Any, msg_id: str, tags: str | None, keys: str | None, reconsume_times: int,
+                    born_timestamp: int | None, properties: dict[str, str], headers: list[tuple[str, bytes]]) -> MessageExt:
+        """A message over a confluent-kafka record whose system headers are already parsed."""
+        self = cls.__new__(cls)
+        self.id, self.tags, self.keys, self.reconsume_times = msg_id, tags, keys, reconsume_times
+        self.topic, self.queue_id, self.queue_offset = record.topic(), record.partition(), record.offset()
+        self.properties, self.headers = properties, headers
+        self._record, self._body, self._key, self._born, self._store = record, _UNREAD, _UNREAD, born_timestamp, _UNREAD
+        return self
+
+    @property
+    def body(self) -> bytes:
+        """The payload."""
+        if self._body is _UNREAD:
+            value = self._record.value()
+            self._body = value if value is not None else b""
+        return self._body
+
+    @property
+    def key(self) -> bytes | None:
+        """The Kafka record key."""
+        if self._key is _UNREAD:
+            self._key = self._record.key()
+        return self._key
+
+    @property
+    def store_timestamp(self) -> int:
+        """Epoch ms of the record (the broker's or the producer's create time)."""
+        if self._store is _UNREAD:
+            self._store = self._record.timestamp()[1]
+        return self._store
+
+    @property
+    def born_timestamp(self) -> int:
+        """Epoch ms at the producer (the born-time header of copies, else the record's create time)."""
+        return self._born if self._born is not None else self.store_timestamp
 
     def get_property(self, name: str) -> str | None:
         """A user property, or a system one by its full header name."""
@@ -144,6 +183,9 @@ class MessageExt:
     def __repr__(self) -> str:
         return (f"MessageExt(id={self.id!r}, topic={self.topic!r}, tags={self.tags!r}, keys={self.keys!r}, "
                 f"queue_id={self.queue_id}, queue_offset={self.queue_offset}, reconsume_times={self.reconsume_times})")
+
+
+_UNREAD: Any = object()  # not yet read from the record
 
 
 class SendStatus(enum.IntEnum):

@@ -67,6 +67,8 @@ def forwarder(rk_settings, delay_config):
         fwd = DelayForwarder(rk_settings, kw.pop("config", delay_config),
                              consumer_options={**FAST, **kw.pop("consumer_options", {})}, **kw)
         started.append(fwd.start())
+        partitions = len(fwd.tiers.topics()) * fwd.config.partitions
+        assert wait_until(lambda: len(fwd.consumer.assignment()) == partitions, 30), "forwarder never took its partitions"
         return fwd
 
     yield start
