@@ -45,7 +45,7 @@ def produce(count: int, size: int) -> None:
 
 
 @bench.command()
-@click.option("--count", default=200_000, show_default=True, help="messages in the topic")
+@click.option("--count", default=500_000, show_default=True, help="messages in the topic")
 @click.option("--size", default=100, show_default=True, help="body bytes")
 def consume(count: int, size: int) -> None:
     """Consumer throughput: raw consume() loop vs PushConsumer with a no-op listener."""

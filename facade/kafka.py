@@ -2,8 +2,9 @@
 
 Same config dict and calls (``produce``, ``poll``, ``flush``), plus keyword
 arguments for RocketMQ features: ``tags``, ``keys``, ``properties``,
-``delay_level``, ``delay``, ``deliver_at``. Records get a message id and born
-time in headers, and unknown topics raise instead of being auto-created.
+``delay_level``, ``delay``, ``deliver_at``. A call with such extras gets a message
+id and born time in headers; a plain call sends the record unchanged. Unknown
+topics raise instead of being auto-created.
 """
 
 from __future__ import annotations
@@ -15,11 +16,7 @@ from typing import Any
 from facade.config import Settings
 from facade.errors import MessageError
 from facade.message import Message
-from facade.msgid import new_msg_id_bytes
-from facade.names import Header
 from facade.sender import Sender
-
-_MSG_ID = Header.MSG_ID
 
 
 def __getattr__(name: str) -> Any:
@@ -85,16 +82,20 @@ class Producer:
         self._sender.produce(record, on_delivery)
 
     def _produce_plain(self, topic: str, value: bytes, key: bytes | str | None, on_delivery: Callable | None) -> None:
-        """The hot path: a message id header only (the born time is the record's CreateTime), no Message object."""
+        """The hot path of a call without RocketMQ extras: the record goes out exactly as confluent-kafka would send it.
+
+        Consumers give such a record the id ``topic@partition@offset`` (stable across re-deliveries,
+        which is what idempotent consumption needs); calls with tags, keys, properties or a delay
+        get a producer-made message id header as well.
+        """
         if topic not in self._known_topics:
-            self._sender.partitions(topic)  # raises TopicNotFoundError
+            self._sender.partitions(topic)  # raises TopicNotFoundError instead of auto-creating
             self._known_topics.add(topic)
-        headers = [(_MSG_ID, new_msg_id_bytes())]
         try:
             if on_delivery is None:
-                self._kafka.produce(topic, value, key, headers=headers)
+                self._kafka.produce(topic, value, key)
             else:
-                self._kafka.produce(topic, value, key, headers=headers, on_delivery=on_delivery)
+                self._kafka.produce(topic, value, key, on_delivery=on_delivery)
         except BufferError:
             self._kafka.poll(0.05)
             self._produce_plain(topic, value, key, on_delivery)

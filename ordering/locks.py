@@ -430,6 +430,11 @@ class LockTable:
             lease = self._leases.get(tp)
             return lease is not None and time.monotonic() < lease.held.valid_until
 
+    def valid_until(self, tp: TopicPartition) -> float:
+        """Monotonic time until which ``tp`` is ours (0.0 when not held); lock-free, for per-message checks."""
+        lease = self._leases.get(tp)  # one dict read: atomic under the GIL, no need for the state lock
+        return lease.held.valid_until if lease is not None else 0.0
+
     def held(self) -> dict[TopicPartition, Held]:
         """Copies of the locks held and still valid."""
         now = time.monotonic()

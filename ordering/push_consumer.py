@@ -158,6 +158,7 @@ class PushConsumer:
             "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest",
             "enable.partition.eof": False,
+            "on_commit": self._on_commit,
             **self._consumer_config,
         }))
         self._pool = ThreadPoolExecutor(self.options.consume_thread_max, thread_name_prefix=f"rk-consume-{self.group_id}")
@@ -431,6 +432,16 @@ class PushConsumer:
                 for pq in queues:
                     pq.committed = -1
 
+    def _on_commit(self, err: Any, partitions: list[TopicPartition]) -> None:
+        """Commit results (served on the poll thread): a failed commit is sent again at the next interval."""
+        failed = [tp for tp in partitions if err is not None or tp.error is not None]
+        for tp in failed:
+            pq = self._queues.get((tp.topic, tp.partition))
+            if pq is not None:
+                pq.committed = -1
+        if failed:
+            log.warning("commit of %d partitions failed (%s); retrying", len(failed), err or failed[0].error)
+
     # -- workers ---------------------------------------------------------------------
     def _default_dispatch(self) -> Dispatch:
         if self.keyed:
@@ -446,18 +457,28 @@ class PushConsumer:
 
     def may_consume(self, pq: ProcessQueue) -> bool:
         """True while ``pq`` is ours: not revoked and (clustering) its lock is held and unexpired."""
-        return not pq.revoked and (self._locks is None or self._locks.is_held(pq.tp))
+        return not pq.revoked and (self._locks is None or time.monotonic() < self._locks.valid_until(pq.tp))
 
     def run_batch(self, batch: Batch) -> None:
-        """Handle a batch front to back (worker thread); stops at once when the lock is lost."""
+        """Handle a batch front to back (worker thread); stops at once when the lock is lost or expires.
+
+        The hot loop of concurrent mode: the lock's expiry is read once and re-read only when
+        the clock passes it (a renewal moves it later; a loss revokes the queue).
+        """
         pq = batch.queue
         if not pq.admit(batch):
             return
+        locks, monotonic, records = self._locks, time.monotonic, batch.records
+        valid_until = locks.valid_until(pq.tp) if locks else float("inf")
         try:
-            for i in range(batch.index, len(batch.records)):
-                if not self.may_consume(pq):
+            for i in range(batch.index, len(records)):
+                if pq.revoked:
                     return
-                self.consume_record(batch.records[i])
+                if monotonic() >= valid_until:
+                    valid_until = locks.valid_until(pq.tp)
+                    if monotonic() >= valid_until:
+                        return
+                self.consume_record(records[i])
                 batch.advance(i)
         finally:
             batch.running = False
@@ -478,7 +499,10 @@ class PushConsumer:
 
         Malformed records and retry copies of unknown topics are dead-lettered here.
         """
-        sub, topic = self.subscription_of(record)
+        topic = record.topic()
+        sub = self._subs.get(topic)
+        if sub is None:  # a retry copy (or a stranger)
+            sub, topic = self.subscription_of(record)
         if sub is None:
             self._dead_letter_raw(record, MalformedRecordError(record.topic(), record.partition(), record.offset(),
                                                                "retry copy of a topic this group does not subscribe"))
@@ -490,7 +514,8 @@ class PushConsumer:
         except MalformedRecordError as exc:
             self._dead_letter_raw(record, exc)
             return None
-        msg.topic = topic
+        if msg.topic != topic:
+            msg.topic = topic  # a retry copy is seen under its original topic
         return sub, msg
 
     def consume_record(self, record: Any) -> None:

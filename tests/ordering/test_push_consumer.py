@@ -123,7 +123,7 @@ def test_reconsume_later_goes_to_retry_then_succeeds(rk_settings, rk_topic, rk_g
         attempts.append((msg.id, msg.topic, msg.reconsume_times))
         return ConsumeStatus.RECONSUME_LATER if len(attempts) < 3 else ConsumeStatus.CONSUME_SUCCESS
 
-    with _started(rk_group, rk_settings, topic, flaky):
+    with _started(rk_group, rk_settings, topic, flaky, retry_backoff=False):  # back-off via delay levels: tests/delay
         assert wait_until(lambda: len(attempts) >= 3)
         time.sleep(0.5)
     assert attempts == [(msg_id, topic, 0), (msg_id, topic, 1), (msg_id, topic, 2)]
