@@ -188,7 +188,9 @@ class ProcessQueue:
     def buffered(self) -> int:
         """About how many fetched messages are not yet handled (for flow control): offsets since the commit point.
 
-        Counted by offsets, not records, so it is O(1) on the poll thread's every loop; gaps in
-        offsets only make it err towards pausing a little early.
+        Contiguous (unkeyed) queues count offsets since the commit point, O(1) on the poll
+        thread's every loop; gaps in offsets only make it err towards pausing a little early.
         """
+        if self.keyed:  # keys finish out of order: count what is really left
+            return sum(b.remaining for b in self.batches)
         return max(0, self.next_offset - self.commit_point())
