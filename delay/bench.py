@@ -16,8 +16,6 @@ target is forwarder >= 0.6 x pipe.
 
 from __future__ import annotations
 
-import json
-import os
 import random
 import signal
 import subprocess
@@ -305,18 +303,9 @@ def _pct(ordered: list[float], p: float) -> float:
 
 class _ForwarderProcess:
     def __init__(self, settings: Settings, config: DelayConfig, name: str) -> None:
-        env = dict(os.environ)
-        env.update({
-            "ROCKETKAFKA_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
-            "ROCKETKAFKA_REDIS_URLS": ",".join(settings.redis_urls),
-            "ROCKETKAFKA_TOPIC_PREFIX": settings.topic_prefix,
-            "ROCKETKAFKA_REDIS_PREFIX": settings.redis_prefix,
-            "ROCKETKAFKA_DELAY_LEVELS": " ".join(f"{ms}ms" for ms in config.levels),
-            "ROCKETKAFKA_DELAY_PARTITIONS": str(config.partitions),
-            "ROCKETKAFKA_FORWARDER_CONSUMER_OPTIONS": json.dumps(BENCH_CONSUMER_OPTIONS),
-        })
-        if settings.kafka:
-            env["ROCKETKAFKA_KAFKA"] = json.dumps(settings.kafka)
+        from delay.cli import forwarder_environment
+
+        env = forwarder_environment(settings, config, BENCH_CONSUMER_OPTIONS)
         self._log = _tempfile(name)
         self.proc = subprocess.Popen([sys.executable, "-m", "facade.cli", "delay-forwarder"], cwd=_REPO, env=env,
                                      stdout=self._log, stderr=subprocess.STDOUT)

@@ -79,3 +79,24 @@ def _parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
         except ValueError:
             parsed[name] = value
     return parsed
+
+
+def forwarder_environment(settings: Any, config: DelayConfig, consumer_options: dict[str, Any] | None = None,
+                          base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment that makes ``rocketkafka delay-forwarder`` serve ``settings`` with ``config`` (tests, bench)."""
+    import os
+
+    env = dict(os.environ if base is None else base)
+    env.update({
+        "ROCKETKAFKA_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+        "ROCKETKAFKA_REDIS_URLS": ",".join(settings.redis_urls),
+        "ROCKETKAFKA_TOPIC_PREFIX": settings.topic_prefix,
+        "ROCKETKAFKA_REDIS_PREFIX": settings.redis_prefix,
+        "ROCKETKAFKA_DELAY_LEVELS": " ".join(f"{ms}ms" for ms in config.levels),
+        "ROCKETKAFKA_DELAY_PARTITIONS": str(config.partitions),
+    })
+    if consumer_options:
+        env["ROCKETKAFKA_FORWARDER_CONSUMER_OPTIONS"] = json.dumps(consumer_options)
+    if settings.kafka:
+        env["ROCKETKAFKA_KAFKA"] = json.dumps(settings.kafka)
+    return env

@@ -71,30 +71,21 @@ def bench_produce(settings: Settings, count: int = 200_000, size: int = 100, rou
     conf = settings.kafka_config(**{"linger.ms": 5, "enable.idempotence": True, "queue.buffering.max.messages": 2_000_000})
     topic = _topic(settings, 8)
 
-    def raw() -> None:
-        p = RawProducer(conf)
+    def loop(make, **extras) -> None:  # the same loop for both doors: produce, serve callbacks, flush
+        p = make(conf)
         for _ in range(count):
-            try:
-                p.produce(topic, body)
-            except BufferError:
-                p.poll(0.01)
-                p.produce(topic, body)
+            p.produce(topic, body, **extras)
             p.poll(0)
         p.flush()
+
+    def raw() -> None:
+        loop(RawProducer)
 
     def drop_in() -> None:
-        p = DropInProducer(conf)
-        for _ in range(count):
-            p.produce(topic, body)
-            p.poll(0)
-        p.flush()
+        loop(DropInProducer)
 
     def drop_in_tagged() -> None:
-        p = DropInProducer(conf)
-        for _ in range(count):
-            p.produce(topic, body, tags="TagA")
-            p.poll(0)
-        p.flush()
+        loop(DropInProducer, tags="TagA")
 
     def rocketmq() -> None:
         with Producer("bench", settings=settings) as p:

@@ -2,5 +2,6 @@
 
 from facade.testing.backends import Backend, EmbeddedBackend, ExternalBackend, select_backend
 from facade.testing.history import HandlerCall, History, HistoryReport
+from facade.testing.waiting import wait_for
 
-__all__ = ["Backend", "EmbeddedBackend", "ExternalBackend", "HandlerCall", "History", "HistoryReport", "select_backend"]
+__all__ = ["Backend", "EmbeddedBackend", "ExternalBackend", "HandlerCall", "History", "HistoryReport", "select_backend", "wait_for"]

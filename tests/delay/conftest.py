@@ -3,13 +3,10 @@ subprocesses), and a receiver that timestamps every record arriving on a real to
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -19,11 +16,13 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
+from delay.cli import forwarder_environment
 from delay.config import DelayConfig, configure
 from delay.forwarder import DelayForwarder
 from delay.routing import DELAY_HEADERS, now_ms
 from facade.names import Header
 from facade.testing.reading import read_all
+from facade.testing.waiting import wait_for
 
 #: Test levels, scaled down from RocketMQ's 1s..2h.
 SCALED_LEVELS = "100ms 200ms 500ms 1s 2s"
@@ -36,12 +35,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def wait_until(predicate, timeout: float = 30.0, interval: float = 0.02) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return False
+    return wait_for(predicate, timeout, interval)
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -80,16 +74,7 @@ class ForwarderProcess:
     """``rocketkafka delay-forwarder`` in a subprocess, configured through the environment only."""
 
     def __init__(self, settings, config: DelayConfig, name: str, log_dir: Path) -> None:
-        env = dict(os.environ)
-        env.update({
-            "ROCKETKAFKA_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
-            "ROCKETKAFKA_REDIS_URLS": ",".join(settings.redis_urls),
-            "ROCKETKAFKA_TOPIC_PREFIX": settings.topic_prefix,
-            "ROCKETKAFKA_REDIS_PREFIX": settings.redis_prefix,
-            "ROCKETKAFKA_DELAY_LEVELS": " ".join(f"{ms}ms" for ms in config.levels),
-            "ROCKETKAFKA_DELAY_PARTITIONS": str(config.partitions),
-            "ROCKETKAFKA_FORWARDER_CONSUMER_OPTIONS": json.dumps(FAST),
-        })
+        env = forwarder_environment(settings, config, FAST)
         self.name = name
         self.log_path = log_dir / f"{name}.log"
         self._log = open(self.log_path, "ab")

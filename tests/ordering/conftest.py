@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
 from facade import Message, Producer
+from facade.testing.waiting import wait_for
 
 #: Short timings so membership and lock changes happen within a test's patience.
 FAST = dict(heartbeat_interval_ms=200, member_timeout_ms=2000, lock_lease_ms=3000, lock_renew_interval_ms=1000,
@@ -14,12 +14,7 @@ FAST = dict(heartbeat_interval_ms=200, member_timeout_ms=2000, lock_lease_ms=300
 
 
 def wait_until(predicate, timeout: float = 30.0, interval: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return False
+    return wait_for(predicate, timeout, interval)
 
 
 @pytest.fixture

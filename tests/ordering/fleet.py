@@ -9,6 +9,8 @@ import subprocess
 import sys
 import threading
 import time
+
+from facade.testing.waiting import wait_for as _wait_for
 from pathlib import Path
 
 from facade import Message, Producer
@@ -153,12 +155,7 @@ class PacedProducer:
 
 
 def wait_for(predicate, timeout: float, interval: float = 0.25) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return False
+    return _wait_for(predicate, timeout, interval)
 
 
 def cleanup(runners: list[Runner]) -> None:
