@@ -123,6 +123,17 @@ class Membership:
             raise redis.ConnectionError("no Redis node answered the membership heartbeat")
         return sorted(live.values())
 
+    def refresh(self, known: list[Member]) -> list[Member] | None:
+        """Heartbeat; the live members when they differ from ``known``, else None (also when no node answered)."""
+        try:
+            members = self.heartbeat()
+        except StateError:
+            return None  # shutting down: we left the group
+        except Exception as exc:
+            log.warning("membership heartbeat failed: %s", exc)
+            return None
+        return members if members != known else None
+
     def leave(self) -> None:
         """Remove this member everywhere and announce it, so the others rebalance at once."""
         self._stop.set()

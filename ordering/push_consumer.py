@@ -243,14 +243,8 @@ class PushConsumer:
             log.exception("consumer %s poll thread failed", self.instance_name)
 
     def _heartbeat(self) -> None:
-        try:
-            members = self._membership.heartbeat()
-        except StateError:
-            return  # shutting down: we left the group
-        except Exception as exc:
-            log.warning("membership heartbeat failed: %s", exc)
-            return
-        if members != self._members:
+        members = self._membership.refresh(self._members)
+        if members is not None:
             self._members = members
             self._rebalance_now.set()
 

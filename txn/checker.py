@@ -261,12 +261,8 @@ class TransactionChecker:
                 self._stop.wait(0.5)
 
     def _heartbeat(self) -> None:
-        try:
-            members = self._membership.heartbeat()
-        except Exception as exc:
-            log.warning("membership heartbeat failed: %s", exc)
-            return
-        if members != self._members:
+        members = self._membership.refresh(self._members)
+        if members is not None:
             self._members = members
             self._rebalance_now.set()
 

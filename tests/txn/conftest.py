@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pytest
+
+from facade.testing.waiting import wait_for
 
 from facade.testing.reading import read_all
 from ordering.options import ConsumerOptions
@@ -25,12 +26,7 @@ def fast_producer_options(**overrides) -> TransactionOptions:
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, interval: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
+    return wait_for(predicate, timeout, interval) or bool(predicate())
 
 
 @pytest.fixture
