@@ -19,6 +19,7 @@ nothing.
 from __future__ import annotations
 
 import logging
+from collections import deque
 import threading
 import time
 from collections.abc import Callable
@@ -107,6 +108,7 @@ class PushConsumer:
         self._queues: dict[TP, ProcessQueue] = {}
         self._releasing: dict[TP, tuple[ProcessQueue, bool]] = {}  # tp -> (queue, commit when idle)
         self._pending: set[TP] = set()
+        self._stalled: deque[Batch] = deque()  # concurrent batches stopped by an expired lock, to run again
         self._members: list[Member] = []
         self._rebalance_now = threading.Event()
         self._stopping = threading.Event()
@@ -368,6 +370,7 @@ class PushConsumer:
         records = self._fetch(0.005 if paused else 0.05 if self._queues else 0.1)
         if not records:
             self._dispatch.tick()
+            self._resume_stalled()
             self._flow_control()  # every partition may be paused: only this resumes them
             return
         fetched: dict[TP, list[Any]] = {}
@@ -387,7 +390,25 @@ class PushConsumer:
             for batch in [pq.add(group, key) for key, group in chunk(recs, size)]:
                 self._dispatch.submit(batch)
         self._dispatch.tick()
+        self._resume_stalled()
         self._flow_control()
+
+    def _resume_stalled(self) -> None:
+        """Re-run batches a worker left when the lock's client-side expiry passed but the lock was kept.
+
+        A lock that was really lost revokes its queue (``_renew``), and its batches are dropped here;
+        one whose renewal came late is valid again, and its unfinished batches must not be stranded,
+        or the commit point would stop at them for good.
+        """
+        for _ in range(len(self._stalled)):
+            batch = self._stalled.popleft()
+            pq = batch.queue
+            if pq.dropped or batch.done:
+                continue
+            if self._locks is None or self._locks.is_held(pq.tp):
+                self._dispatch.submit(batch)
+            else:
+                self._stalled.append(batch)
 
     def _flow_control(self) -> None:
         limit = self.options.pull_threshold_per_partition
@@ -471,6 +492,7 @@ class PushConsumer:
                 if monotonic() >= valid_until:
                     valid_until = locks.valid_until(pq.tp)
                     if monotonic() >= valid_until:
+                        self._stalled.append(batch)  # the poll thread re-runs it once the lock is valid again
                         return
                 self.consume_record(records[i])
                 batch.advance(i)

@@ -47,3 +47,18 @@ def committed_offsets(bootstrap_servers: str, group: str, topic: str, partitions
         return {tp.partition: tp.offset for tp in found}
     finally:
         consumer.close()
+
+
+def committed_to_end(bootstrap_servers: str, group: str, topic: str) -> bool:
+    """True when ``group`` has committed every non-empty partition of ``topic`` up to its end.
+
+    Empty partitions have nothing to commit (their committed offset stays unset), so they
+    are not asked about.
+    """
+    ends: dict[int, int] = {}
+    for record in read_all(bootstrap_servers, topic):
+        ends[record.partition()] = max(ends.get(record.partition(), 0), record.offset() + 1)
+    if not ends:
+        return True
+    committed = committed_offsets(bootstrap_servers, group, topic, max(ends) + 1)
+    return all(committed[p] == end for p, end in ends.items())
