@@ -38,7 +38,7 @@ from facade.names import Header
 from facade.retry import Reconsumer
 from facade.sender import Sender
 from facade.tags import TagFilter
-from ordering.allocation import Member, strategy_named
+from ordering.allocation import AllocationStrategy, Member, strategy_named
 from ordering.dispatch import ConcurrentDispatch, Dispatch, contiguous
 from ordering.locks import LockTable
 from ordering.membership import Membership, MembershipSettings
@@ -75,6 +75,8 @@ class PushConsumer:
             serially and the keys of a partition in parallel (DDMQ's key-level ordering).
         message_model: CLUSTERING (each message to one member) or BROADCASTING (to all).
         options: :class:`ConsumerOptions`; keyword ``overrides`` replace single fields.
+        allocation_strategy: a strategy object (e.g. ``ByConfig``, ``MachineRoomNearby``) instead of
+            the named one in ``options.allocation``.
 
     The listener returns (anything but ``RECONSUME_LATER``) to mean success, or returns
     ``ConsumeStatus.RECONSUME_LATER`` / raises to have the message consumed again later.
@@ -86,7 +88,8 @@ class PushConsumer:
     def __init__(self, group_id: str, config: dict[str, Any] | None = None, *, redis_urls: list[str] | None = None,
                  settings: Settings | None = None, orderly: bool = False,
                  message_model: MessageModel = MessageModel.CLUSTERING, options: ConsumerOptions | None = None,
-                 dispatch: Dispatch | None = None, **overrides: Any) -> None:
+                 dispatch: Dispatch | None = None, allocation_strategy: AllocationStrategy | None = None,
+                 **overrides: Any) -> None:
         if not group_id or not isinstance(group_id, str):
             raise StateError("group_id must be a non-empty string")
         self.group_id = group_id
@@ -104,6 +107,7 @@ class PushConsumer:
         if self.keyed and not orderly:
             raise ConfigError(f"order_key={self.options.order_key!r} orders keys; it needs orderly=True")
         self._dispatch_override = dispatch
+        self._strategy = allocation_strategy or strategy_named(self.options.allocation)
         self._subs: dict[str, Subscription] = {}
         self._queues: dict[TP, ProcessQueue] = {}
         self._releasing: dict[TP, tuple[ProcessQueue, bool]] = {}  # tp -> (queue, commit when idle)
@@ -172,7 +176,6 @@ class PushConsumer:
             self.settings.keys, MembershipSettings(self.options.heartbeat_interval_ms, self.options.member_timeout_ms),
             on_change=self._rebalance_now.set)
         self._members = self._membership.join() if self._membership else []
-        self._strategy = strategy_named(self.options.allocation)
         self._state = "running"
         self._thread = threading.Thread(target=self._run, name=f"rk-poll-{self.group_id}", daemon=True)
         self._thread.start()

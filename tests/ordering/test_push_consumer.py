@@ -157,3 +157,22 @@ def _time_until(predicate, timeout: float = 10.0) -> float:
     start = time.monotonic()
     assert wait_until(predicate, timeout, 0.01)
     return time.monotonic() - start
+
+
+def test_allocation_strategy_object_decides_ownership(rk_settings, rk_topic, rk_group):
+    from ordering.allocation import ByConfig
+
+    topic = rk_topic(partitions=4)
+    table = {"a": [(topic, 0), (topic, 3)], "b": [(topic, 1), (topic, 2)]}
+    consumers = {}
+    for name in table:
+        c = PushConsumer(rk_group, settings=rk_settings, allocation_strategy=ByConfig(table), instance_name=name, **FAST)
+        c.subscribe(topic, print)
+        c.start()
+        consumers[name] = c
+    try:
+        assert wait_until(lambda: all({tp for tp in c.assignment() if tp[0] == topic} == set(table[n])
+                                      for n, c in consumers.items()))
+    finally:
+        for c in consumers.values():
+            c.shutdown()
