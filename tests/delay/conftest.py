@@ -1,28 +1,25 @@
 """Shared helpers of the delay tests: scaled levels, forwarders (in-process and as `rocketkafka delay-forwarder`
-subprocesses), and a receiver that timestamps every record arriving on a real topic."""
+subprocesses), and a receiver process that timestamps every record arriving on a real topic."""
 
 from __future__ import annotations
 
 import signal
 import subprocess
 import sys
-import threading
-import uuid
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from delay.cli import forwarder_environment
 from delay.config import DelayConfig, configure
 from delay.forwarder import DelayForwarder
-from delay.routing import DELAY_HEADERS, now_ms
+from delay.routing import DELAY_HEADERS
 from facade.names import Header
 from facade.testing.reading import read_all
 from facade.testing.waiting import wait_for
+from tests.delay.receiving import Arrival, Receiver
 
 #: Test levels, scaled down from RocketMQ's 1s..2h.
 SCALED_LEVELS = "100ms 200ms 500ms 1s 2s"
@@ -115,59 +112,6 @@ def forwarder_process(rk_settings, delay_config, tmp_path):
     yield spawn
     for proc in procs:
         proc.close()
-
-
-@dataclass
-class Arrival:
-    """One record seen on a real topic, with the time the receiver got it."""
-
-    received_ms: int
-    record: Any
-
-    @property
-    def msg_id(self) -> str:
-        return dict(self.record.headers() or [])[Header.MSG_ID].decode()
-
-
-@dataclass
-class Receiver:
-    """Reads real topics from the start in a thread (plain confluent-kafka, short fetch wait)."""
-
-    bootstrap: str
-    topics: dict[str, int]  # topic -> partitions
-    arrivals: list[Arrival] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self._stop = threading.Event()
-        self._consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"receiver-{uuid.uuid4().hex}",
-                                   "enable.auto.commit": False, "fetch.wait.max.ms": 5})
-        self._consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, n in self.topics.items() for p in range(n)])
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            first = self._consumer.poll(0.05)  # returns at the first record (consume(n, t) waits all of t)
-            if first is None:
-                continue
-            received = now_ms()
-            for record in [first, *self._consumer.consume(999, 0)]:
-                if record.error():
-                    if record.error().code() != KafkaError._PARTITION_EOF:
-                        raise RuntimeError(record.error())
-                    continue
-                self.arrivals.append(Arrival(received, record))
-
-    def ids(self) -> Counter:
-        return Counter(a.msg_id for a in list(self.arrivals))
-
-    def wait_for(self, ids: set[str], timeout: float) -> bool:
-        return wait_until(lambda: ids <= set(self.ids()), timeout, 0.05)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self._consumer.close()
 
 
 @pytest.fixture
