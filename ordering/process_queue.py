@@ -98,6 +98,7 @@ class ProcessQueue:
     consume_lock: threading.Lock = field(default_factory=threading.Lock)  # orderly: one handler at a time
     suspended_until: float = 0.0  # orderly: monotonic time before which nothing is dispatched
     high: int = -1  # keyed: the offset after the highest record admitted to a handler
+    finished: int = 0  # records of finished batches (counted per batch as they leave, for metrics)
     _admission: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
@@ -152,8 +153,8 @@ class ProcessQueue:
             self.dropped = True
             if self.serial:
                 self.cut = self.commit_point()
-            elif self.keyed:
-                self.cut = max(self.high, self.commit_point())
+            elif self.keyed:  # high < 0: nothing was handed to a handler (perhaps nothing fetched yet)
+                self.cut = max(self.high, self.commit_point()) if self.high >= 0 else self.commit_point()
             else:
                 handled = [b.end if b.running else b.position for b in self.batches if b.admitted]
                 self.cut = max(handled) if handled else self.commit_point()
@@ -174,7 +175,7 @@ class ProcessQueue:
     def commit_point(self) -> int:
         """The lowest offset not yet handled (drops finished batches from the front)."""
         while self.batches and self.batches[0].done:
-            self.batches.popleft()
+            self.finished += _handled(self.batches.popleft())
         if not self.batches:
             return self.next_offset
         if not self.keyed:  # contiguous batches: the front one holds the lowest unfinished offset
@@ -194,3 +195,11 @@ class ProcessQueue:
         if self.keyed:  # keys finish out of order: count what is really left
             return sum(b.remaining for b in self.batches)
         return max(0, self.next_offset - self.commit_point())
+
+
+def _handled(batch: Batch) -> int:
+    """How many records a finished batch covered (a pull consumer's leave may have cut its end short)."""
+    records = batch.records
+    if not records or records[-1].offset() < batch.end:
+        return len(records)
+    return sum(1 for r in records if r.offset() < batch.end)

@@ -152,6 +152,14 @@ def test_revoked_queue_admits_nothing_and_drains_when_idle():
     assert pq.drained()
 
 
+@pytest.mark.parametrize("start", [-2, 0, 57])  # -2: OFFSET_BEGINNING, before the first fetch resolved it
+def test_keyed_queue_that_handed_nothing_drains_at_once_when_left(start):
+    """A partition handed over before anything was fetched (a consumer joining at start-up) must be let go."""
+    pq = ProcessQueue("t", 0, start, keyed=True)
+    pq.drop()
+    assert pq.cut == pq.commit_point() == start and pq.drained()
+
+
 def test_serial_queue_cuts_at_the_commit_point():
     pq = ProcessQueue("t", 0, 0, serial=True)
     batch = pq.add([Rec(o) for o in range(5)])
