@@ -46,6 +46,7 @@ from facade.admin import TopicAdmin
 from facade.codec import MalformedRecordError, decode
 from facade.config import Settings
 from facade.errors import SendError, StateError, TopicNotFoundError
+from facade.logs import record_fields
 from facade.message import MessageExt
 from facade.names import Header
 from facade.retry import Reconsumer
@@ -88,7 +89,7 @@ class DelayForwarder:
         group: consumer group of the forwarders; run several instances with one group to share the work.
         consumer_options: ``ConsumerOptions`` fields over :data:`FORWARDER_OPTIONS` (lock and heartbeat timings...).
         consumer_config / producer_config: extra confluent-kafka settings.
-        metrics_port: serve Prometheus metrics on this port.
+        metrics_port: serve Prometheus metrics on this port (``0``: a free one, then in ``metrics.port``).
     """
 
     def __init__(self, settings: Settings, config: DelayConfig | None = None, *, group: str = DEFAULT_GROUP,
@@ -130,11 +131,12 @@ class DelayForwarder:
         self._poller = threading.Thread(target=self._serve_deliveries, name="rk-delay-acks", daemon=True)
         self._poller.start()
         self._consumer = PushConsumer(self.group, self._consumer_config, settings=self.settings, orderly=True,
-                                      **self._options)
+                                      **{**self._options, "metrics": True})
+        self.metrics.registry.register(self._consumer.metrics)  # its lag and lock series next to ours
         for topic in self.tiers.topics():
             self._consumer.subscribe(topic, self)  # a batch listener: see consume_batch
         self._consumer.start()
-        if self._metrics_port:
+        if self._metrics_port is not None:
             self.metrics.serve(self._metrics_port)
         self._state = "running"
         log.info("delay forwarder %s started on %d topics (levels %s)", self._consumer.instance_name,
@@ -153,6 +155,7 @@ class DelayForwarder:
         self._sender.close(timeout)
         self._closed.set()
         self._poller.join(timeout)
+        self.metrics.close()
         self._state = "closed"
         log.info("delay forwarder stopped: %s", self.metrics.summary())
 
@@ -317,7 +320,7 @@ class DelayForwarder:
     def _dead_letter(self, record: Any, reason: str) -> None:
         """Dead-letter ``record`` with ``reason`` (durably, before its offset may commit)."""
         log.error("delay record %s[%d]@%d cannot be forwarded: %s", record.topic(), record.partition(),
-                  record.offset(), reason)
+                  record.offset(), reason, extra=record_fields(record))
         self.metrics.on_dead_letter(reason)
         try:
             msg = decode(record)

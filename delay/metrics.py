@@ -24,7 +24,8 @@ class ForwarderMetrics:
     """Forwarded, re-routed and dead-lettered counts and lateness (forwarding time - due time, ms).
 
     Series: ``rocketkafka_delay_forwarded_total``, ``rocketkafka_delay_rerouted_total``,
-    ``rocketkafka_delay_dead_lettered_total`` and the histogram ``rocketkafka_delay_lateness_seconds``.
+    ``rocketkafka_delay_dead_lettered_total`` and the histogram ``rocketkafka_delay_lateness_seconds``;
+    the forwarder adds its consumer's ``rocketkafka_consumer_*`` series (lag, locks) to :attr:`registry`.
     """
 
     def __init__(self, sample_size: int = 100_000) -> None:
@@ -36,6 +37,8 @@ class ForwarderMetrics:
         self.counts = {"forwarded": 0, "rerouted": 0, "dead_lettered": 0}
         self.registry = CollectorRegistry()
         self.registry.register(self)
+        self._server = None
+        self.port: int | None = None
 
     # -- hot path (any thread) ---------------------------------------------------------
     def on_forward(self, late_ms: int) -> None:
@@ -89,6 +92,16 @@ class ForwarderMetrics:
         yield HistogramMetricFamily("rocketkafka_delay_lateness_seconds", "forwarding time minus due time",
                                     buckets=cumulative, sum_value=total / 1000)
 
-    def serve(self, port: int) -> None:
-        """Expose the registry on ``http://0.0.0.0:port/metrics``."""
-        start_http_server(port, registry=self.registry)
+    def serve(self, port: int, addr: str = "0.0.0.0") -> int:
+        """Expose the registry on ``http://addr:port/metrics``; returns the port (``0`` picks a free one)."""
+        if self._server is None:
+            self._server, _ = start_http_server(port, addr=addr, registry=self.registry)
+            self.port = self._server.server_address[1]
+        return self.port
+
+    def close(self) -> None:
+        """Stop serving (the registry stays readable)."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None

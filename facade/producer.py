@@ -89,7 +89,8 @@ class Producer:
                 if exception_callback:
                     exception_callback(exc)
                 else:
-                    log.error("async send of %s failed: %s", record.msg_id, exc)
+                    log.error("async send of %s failed: %s", record.msg_id, exc,
+                              extra={"msg_id": record.msg_id, "topic": record.topic})
                 return
             callback(result)
 

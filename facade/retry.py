@@ -11,10 +11,13 @@ returned, i.e. once the copy is durably produced.
 from __future__ import annotations
 
 import logging
+import threading
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from facade.codec import MalformedRecordError
+from facade.logs import message_fields, record_fields
 from facade.message import MessageExt
 from facade.names import Header
 from facade.sender import Record, Sender
@@ -48,6 +51,17 @@ class Reconsumer:
         self.retry_router = retry_router
         self.retry_topic = sender.settings.topics.retry(group)
         self.dlq_topic = sender.settings.topics.dead_letter(group)
+        self._counts: Counter[tuple[str, str]] = Counter()  # (retried | dead_lettered, original topic) -> copies
+        self._counted = threading.Lock()  # workers write copies concurrently (a rare path: a lock is fine)
+
+    def counts(self) -> dict[tuple[str, str], int]:
+        """Copies written since start: ``{("retried" | "dead_lettered", original topic): n}`` (any thread)."""
+        with self._counted:
+            return dict(self._counts)
+
+    def _count(self, kind: str, topic: str) -> None:
+        with self._counted:
+            self._counts[(kind, topic)] += 1
 
     def send_back(self, msg: MessageExt, error: str | None) -> str:
         """Write the retry or dead-letter copy of ``msg`` and wait for the ack; returns the topic written."""
@@ -59,17 +73,21 @@ class Reconsumer:
         if self.retry_router:
             record = self.retry_router(record, times)
         self.sender.send_sync(record)
+        self._count("retried", msg.topic)
+        log.debug("sent %s back for try %d: %s", msg.id, times + 1, error, extra=message_fields(msg))
         return self.retry_topic
 
     def dead_letter(self, msg: MessageExt, reason: str) -> None:
         """Write ``msg`` to the dead-letter topic with ``reason``."""
-        log.warning("dead-lettering %s from %s[%d]@%d: %s", msg.id, msg.topic, msg.queue_id, msg.queue_offset, reason)
+        log.warning("dead-lettering %s from %s[%d]@%d: %s", msg.id, msg.topic, msg.queue_id, msg.queue_offset, reason,
+                    extra=message_fields(msg))
         self.sender.send_sync(self._copy(msg, self.dlq_topic, {Header.DLQ_REASON: reason,
                                                                Header.RECONSUME_TIMES: str(msg.reconsume_times)}, reason))
+        self._count("dead_lettered", msg.topic)
 
     def dead_letter_raw(self, record: Any, error: MalformedRecordError) -> None:
         """Write a record that could not be decoded to the dead-letter topic, headers untouched."""
-        log.error("dead-lettering malformed record: %s", error)
+        log.error("dead-lettering malformed record: %s", error, extra=record_fields(record))
         headers = list(record.headers() or []) + [
             (Header.DLQ_REASON, str(error).encode()),
             (Header.ORIGIN_TOPIC, record.topic().encode()),
@@ -78,6 +96,7 @@ class Reconsumer:
         ]
         self.sender.send_sync(Record(self.dlq_topic, -1, record.key(), record.value() or b"", headers,
                                      f"{record.topic()}@{record.partition()}@{record.offset()}"))
+        self._count("dead_lettered", record.topic())
 
     def _copy(self, msg: MessageExt, topic: str, extra: dict[str, str], error: str | None) -> Record:
         origin = {

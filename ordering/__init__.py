@@ -14,14 +14,17 @@ from ordering.idempotent import IdempotentConsumer, MarkState
 from ordering.key_ordered import KeyOrderedDispatch
 from ordering.locks import Held, LockRenewer, LockSettings, LockTable, bench_renew
 from ordering.membership import Membership, MembershipSettings
+from ordering.metrics import ConsumerMetrics, PartitionSample
 from ordering.options import ConsumerOptions
 from ordering.order_keys import MESSAGE_KEY, PARTITION, order_key_of, parse_json_path
 from ordering.orderly import OrderlyDispatch
 from ordering.push_consumer import PushConsumer, Subscription
 
 __all__ = sorted([
-    "AllocationStrategy", "Averagely", "AveragelyByCircle", "ByConfig", "ConsistentHash", "ConsumerOptions", "Held",
+    "AllocationStrategy", "Averagely", "AveragelyByCircle", "ByConfig", "ConsistentHash", "ConsumerMetrics",
+    "ConsumerOptions", "Held",
     "IdempotentConsumer", "KeyOrderedDispatch", "LockRenewer", "LockSettings", "LockTable", "MESSAGE_KEY",
     "MachineRoomNearby", "MarkState", "Member", "Membership", "MembershipSettings", "OrderlyDispatch", "PARTITION",
+    "PartitionSample",
     "PushConsumer", "Subscription", "bench_renew", "order_key_of", "parse_json_path", "strategy_named",
 ])

@@ -21,7 +21,6 @@ import signal
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -29,70 +28,49 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka import Producer as RawProducer
 
 from facade.admin import TopicAdmin
+from facade.bench_rows import BenchRow, Target
 from facade.config import Settings
 from facade.names import Header
 from facade.selectors import hash_selector
 from ordering.locks import LockTable, bench_renew
 from ordering.push_consumer import PushConsumer
 
-__all__ = ["TIMINGS", "Row", "bench_orderly", "print_rows"]
+__all__ = ["TIMINGS", "bench_orderly"]
 
 #: Consumer timings of the benchmark (ms): lease 3 s, renew 1 s, client expiry 2 s.
 TIMINGS = dict(heartbeat_interval_ms=200, member_timeout_ms=2000, lock_lease_ms=3000, lock_renew_interval_ms=1000,
                lock_client_expiry_ms=2000, rebalance_interval_ms=2000, commit_interval_ms=500)
 
 
-@dataclass(frozen=True)
-class Row:
-    """One figure: its value, and the target it is held against (``ok`` None: no target)."""
-
-    name: str
-    value: float
-    unit: str
-    detail: str = ""
-    target: str = ""
-    ok: bool | None = None
-
-
-def print_rows(title: str, rows: list[Row]) -> None:
-    click.secho(f"\n{title}", bold=True)
-    click.echo(f"{'figure':<52} {'value':>12} {'unit':<6} {'target':<16} {'':<4} detail")
-    for r in rows:
-        mark = "" if r.ok is None else ("ok" if r.ok else "MISS")
-        value = f"{r.value:,.0f}" if abs(r.value) >= 100 else f"{r.value:,.3f}"
-        click.echo(f"{r.name:<52} {value:>12} {r.unit:<6} {r.target:<16} {mark:<4} {r.detail}")
-
-
 def bench_orderly(settings: Settings, keys: int = 256, partitions: int = 4, handler_ms: float = 10.0,
                   keyed_messages: int = 24_000, serial_messages: int = 1_200, noop_messages: int = 200_000,
-                  threads: int = 256, rounds: int = 2) -> list[Row]:
+                  threads: int = 256, rounds: int = 2) -> list[BenchRow]:
     """Run every figure of the orderly benchmark; see the module docstring.
 
     The CPU-bound rates (key-ordered, no-op, raw) are the best of ``rounds`` runs, which
     filters out other processes of a shared machine; the partition-serial rate is bound by
     the listener's sleep and is run once.
     """
-    rows: list[Row] = []
     serial = _sleeping_rate(settings, partitions, keys, serial_messages, handler_ms, "partition", threads)
     keyed = max(_sleeping_rate(settings, partitions, keys, keyed_messages, handler_ms, "key", threads)
                 for _ in range(rounds))
-    rows.append(Row(f"partition-serial orderly, {handler_ms:g} ms listener", serial, "msg/s",
-                    f"{partitions} partitions"))
-    rows.append(Row(f"key-ordered ({keys} keys), {handler_ms:g} ms listener", keyed, "msg/s",
-                    f"{keyed / serial:.1f}x serial, {threads} threads", ">= 20x serial", keyed / serial >= 20))
     raw, ours = (max(rates) for rates in zip(*(_noop_rates(settings, partitions, noop_messages) for _ in range(rounds))))
-    rows.append(Row("raw confluent-kafka consume()", raw, "msg/s", f"{noop_messages:,} x 100 B"))
-    rows.append(Row("orderly PushConsumer, no-op listener", ours, "msg/s", f"{ours / raw:.2f}x raw",
-                    ">= 0.6x raw", ours / raw >= 0.6))
     graceful, killed = _takeover_times(settings, partitions)
     lease = TIMINGS["lock_lease_ms"] / 1000
-    rows.append(Row("takeover after a graceful leave", graceful, "s", "", "< 1 s", graceful < 1.0))
-    rows.append(Row("takeover after SIGKILL of the owner", killed, "s", f"lease {lease:g} s",
-                    f"<= {lease + 1:g} s", killed <= lease + 1))
     renew = bench_renew(settings.require_redis(), 1000) * 1000
-    rows.append(Row("batch renew of 1000 locks", renew, "ms", f"{len(settings.redis_urls)} Redis nodes, median",
-                    "< 20 ms", renew < 20))
-    return rows
+    return [
+        BenchRow("orderly", f"partition-serial orderly, {handler_ms:g} ms listener", serial, "msg/s",
+                 detail=f"{partitions} partitions"),
+        BenchRow("orderly", f"key-ordered ({keys} keys), {handler_ms:g} ms listener", keyed, "msg/s", serial, "serial",
+                 Target(">=", 20, "ratio"), f"{threads} threads"),
+        BenchRow("orderly", "raw confluent-kafka consume()", raw, "msg/s", detail=f"{noop_messages:,} x 100 B"),
+        BenchRow("orderly", "orderly PushConsumer, no-op listener", ours, "msg/s", raw, target=Target(">=", 0.6, "ratio")),
+        BenchRow("orderly", "takeover after a graceful leave", graceful, "s", target=Target("<", 1.0)),
+        BenchRow("orderly", "takeover after SIGKILL of the owner", killed, "s",
+                 target=Target("<=", lease + 1, note=f"lease {lease:g} s + 1 s")),
+        BenchRow("orderly", "batch renew of 1000 locks", renew, "ms", target=Target("<", 20.0),
+                 detail=f"{len(settings.redis_urls)} Redis nodes, median"),
+    ]
 
 
 # -- throughput ------------------------------------------------------------------------------------

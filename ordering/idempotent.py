@@ -177,7 +177,7 @@ class IdempotentConsumer:
                 self._finish(key, begun.marked)  # repair nodes that had lost it
                 with self._count:
                     self._skipped += 1
-                log.info("idempotent-consume: %s was consumed already; skipped", msg.id)
+                log.info("idempotent-consume: %s was consumed already; skipped", msg.id, extra={"msg_id": msg.id})
                 return ConsumeOrderlyStatus.SUCCESS if self.orderly else ConsumeStatus.CONSUME_SUCCESS
             if begun.state is MarkState.OURS:
                 break

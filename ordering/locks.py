@@ -419,6 +419,7 @@ class LockTable:
             raise
         self._leases: dict[TopicPartition, _Lease] = {}
         self._floor: dict[TopicPartition, int] = {}  # highest fencing token seen per lock
+        self.lost_total = 0  # held locks lost since start: renewal failed or came too late (metrics)
         self._state = threading.Lock()  # guards _leases and _floor
         self._rounds = threading.Lock()  # one round at a time
         self._closed = False
@@ -516,6 +517,7 @@ class LockTable:
                     self._leases[tp] = lease
                 for tp in lost:
                     self._leases.pop(tp, None)
+                self.lost_total += len(lost)
             self._release(failed + [renewing[tp] for tp in lost])
             if lost:
                 log.warning("%s lost %d lock(s) of group %s while re-locking: %s",
@@ -550,6 +552,7 @@ class LockTable:
             if lost:
                 with self._state:
                     released = [self._leases.pop(tp) for tp in lost]
+                    self.lost_total += len(lost)
                 log.warning("%s lost %d lock(s) of group %s: %s", self.owner, len(lost), self.group, sorted(lost))
                 self._release(released)
             return lost

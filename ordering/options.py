@@ -59,6 +59,15 @@ class ConsumerOptions(BaseModel):
     suspend_current_queue_time_ms: int = Field(1_000, ge=0, description="orderly: pause after SUSPEND")
     max_continuous_consume_ms: int = Field(60_000, gt=0, description="orderly: yield a partition after this long")
 
+    metrics: bool = Field(False, description="collect Prometheus series (``consumer.metrics``; see ordering.metrics)")
+    metrics_port: int | None = Field(None, ge=0, le=65_535, description="also serve them on this port at start "
+                                     "(implies metrics; 0 picks a free port)")
+
+    @property
+    def metrics_enabled(self) -> bool:
+        """True when metrics are collected: ``metrics`` or a ``metrics_port``."""
+        return self.metrics or self.metrics_port is not None
+
     def lock_settings(self) -> LockSettings:
         """The lock table's settings from these options."""
         return LockSettings(lease_ms=self.lock_lease_ms, renew_interval_ms=self.lock_renew_interval_ms,

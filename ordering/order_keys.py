@@ -134,4 +134,5 @@ class _JsonPathKey:
         level = logging.DEBUG if self._warned else logging.WARNING
         self._warned = True
         log.log(level, "%s[%d]@%d: %s; consumed without an order key", record.topic(), record.partition(),
-                record.offset(), problem)
+                record.offset(), problem, extra={"topic": record.topic(), "partition": record.partition(),
+                                                 "offset": record.offset()})

@@ -37,6 +37,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from facade.logs import message_fields
 from facade.message import ConsumeOrderlyStatus, Suspend
 from ordering.dispatch import DueTimers
 from ordering.process_queue import Batch, ProcessQueue
@@ -292,7 +293,8 @@ class OrderlyDispatch:
             self._give_up[key] = (failed.msg, f"max reconsume times {self.options.max_reconsume_times} reached: {reason}")
         else:
             self._attempts[key] = failures
-            log.info("orderly listener's future failed on %s (%s); partition %s rewinds", failed.msg.id, reason, pq.tp)
+            log.info("orderly listener's future failed on %s (%s); partition %s rewinds", failed.msg.id, reason, pq.tp,
+                     extra=message_fields(failed.msg))
         batches: list[Batch] = []
         for handed in self._unsettled.pop(pq):
             if handed.batch not in batches:
@@ -345,7 +347,7 @@ def consume_in_place(consumer: PushConsumer, record: Any, failures: int,
                 return None, 0
             result = result.result()
     except Exception as exc:
-        log.info("orderly listener failed on %s: %s", msg.id, exc)
+        log.info("orderly listener failed on %s: %s", msg.id, exc, extra=message_fields(msg))
         result, reason = Suspend(options.suspend_current_queue_time_ms), f"{type(exc).__name__}: {exc}"
     if result is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:
         result = Suspend(options.suspend_current_queue_time_ms)

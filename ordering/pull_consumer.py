@@ -202,6 +202,11 @@ class Consumer:
             while any(pq.committed < upto for pq, upto in targets.items()) and time.monotonic() < deadline:
                 time.sleep(0.01)
 
+    @property
+    def metrics(self) -> Any:
+        """The engine's :class:`~ordering.metrics.ConsumerMetrics` (``None`` unless ``metrics=True`` was passed)."""
+        return self._engine.metrics
+
     def assignment(self) -> list[TopicPartition]:
         """The partitions this member owns now."""
         return [TopicPartition(t, p) for t, p in sorted(self._engine.assignment())]

@@ -33,6 +33,7 @@ from facade.admin import TopicAdmin
 from facade.codec import MalformedRecordError, decode, tags_of
 from facade.config import Settings
 from facade.errors import ConfigError, StateError
+from facade.logs import message_fields, record_fields
 from facade.message import ConsumeFromWhere, ConsumeStatus, MessageExt, MessageModel
 from facade.names import Header
 from facade.retry import Reconsumer
@@ -42,6 +43,7 @@ from ordering.allocation import AllocationStrategy, Member, strategy_named
 from ordering.dispatch import ConcurrentDispatch, Dispatch, contiguous
 from ordering.locks import LockTable
 from ordering.membership import Membership, MembershipSettings
+from ordering.metrics import ConsumerMetrics, PartitionSample
 from ordering.options import ConsumerOptions
 from ordering.order_keys import PARTITION
 from ordering.process_queue import Batch, ProcessQueue
@@ -119,6 +121,8 @@ class PushConsumer:
         self._state = "new"
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
+        #: Prometheus series of this consumer (``None`` unless ``metrics`` or ``metrics_port`` is set).
+        self.metrics: ConsumerMetrics | None = ConsumerMetrics(group_id) if self.options.metrics_enabled else None
 
     # -- public API ------------------------------------------------------------------
     @property
@@ -176,6 +180,11 @@ class PushConsumer:
             self.settings.keys, MembershipSettings(self.options.heartbeat_interval_ms, self.options.member_timeout_ms),
             on_change=self._rebalance_now.set)
         self._members = self._membership.join() if self._membership else []
+        if self.metrics is not None:
+            locks = self._locks
+            self.metrics.bind(self._reconsumer.counts, (lambda: locks.lost_total) if locks else (lambda: 0))
+            if self.options.metrics_port is not None:
+                self.metrics.serve(self.options.metrics_port)
         self._state = "running"
         self._thread = threading.Thread(target=self._run, name=f"rk-poll-{self.group_id}", daemon=True)
         self._thread.start()
@@ -201,6 +210,8 @@ class PushConsumer:
         if self._membership:
             self._membership.close()
         self._kafka.close()
+        if self.metrics is not None:
+            self.metrics.close()
         self._state = "closed"
         log.info("consumer %s of group %s closed", self.instance_name, self.group_id)
 
@@ -216,6 +227,16 @@ class PushConsumer:
     def assignment(self) -> set[TP]:
         """Partitions this member owns right now."""
         return set(self._queues)
+
+    def serve_metrics(self, port: int, addr: str = "0.0.0.0") -> int:
+        """Serve :attr:`metrics` on ``http://addr:port/metrics``; returns the port (``0`` picks a free one).
+
+        Raises:
+            ConfigError: metrics are off (``ConsumerOptions(metrics=True)`` turns them on).
+        """
+        if self.metrics is None:
+            raise ConfigError("metrics are off: pass metrics=True (ConsumerOptions) to collect them")
+        return self.metrics.serve(port, addr)
 
     # -- the poll thread -------------------------------------------------------------
     def _run(self) -> None:
@@ -242,7 +263,11 @@ class PushConsumer:
                 if now >= due["commit"]:
                     due["commit"] = now + o.commit_interval_ms / 1000
                     self._commit(list(self._queues.values()), asynchronous=True)
+                    if self.metrics is not None:
+                        self._publish_metrics()
             self._release_all()
+            if self.metrics is not None:
+                self.metrics.publish_retired()
         except BaseException as exc:  # never die silently
             self._error = exc
             log.exception("consumer %s poll thread failed", self.instance_name)
@@ -321,6 +346,9 @@ class PushConsumer:
                 self._commit([pq], asynchronous=False)
             if self._locks:
                 self._locks.unlock_batch([tp])
+            if self.metrics is not None:
+                pq.commit_point()  # counts its finished batches
+                self.metrics.retire(tp, pq.finished)
             del self._releasing[tp]
             log.info("%s released %s", self.instance_name, tp)
 
@@ -352,6 +380,20 @@ class PushConsumer:
                 pq, _ = self._releasing[tp]
                 pq.revoke()
                 self._releasing[tp] = (pq, False)
+
+    def _publish_metrics(self) -> None:
+        """Snapshot every partition for :attr:`metrics` (poll thread: it alone touches the client and queues)."""
+        metrics, locks, samples = self.metrics, self._locks, {}
+        for tp, pq in self._queues.items():
+            point = pq.commit_point()
+            # the cached high watermark is the one the last fetch brought, which every broker gets right
+            high = self._kafka.get_watermark_offsets(TopicPartition(*tp), cached=True)[1]
+            lag = max(0, high - point) if high >= 0 and point >= 0 else 0 if high == 0 else None
+            samples[tp] = PartitionSample(lag, pq.buffered(), locks.is_held(tp) if locks else None,
+                                          metrics.retired(tp) + pq.finished)
+        for tp in self._pending:
+            samples[tp] = PartitionSample(None, 0, False, metrics.retired(tp))
+        metrics.publish(samples)
 
     def _fetch(self, timeout: float) -> list[Any]:
         """What is fetched already, else the first record within ``timeout`` s and what came with it.
@@ -548,7 +590,7 @@ class PushConsumer:
             error = None if status is not ConsumeStatus.RECONSUME_LATER else "listener returned RECONSUME_LATER"
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
-            log.info("listener failed on %s: %s", msg.id, error)
+            log.info("listener failed on %s: %s", msg.id, error, extra=message_fields(msg))
         if error is not None and not self.broadcasting:  # broadcasting drops failures, as RocketMQ
             self.write_durably(lambda: self._reconsumer.send_back(msg, error))
 
@@ -560,7 +602,7 @@ class PushConsumer:
         if not self.broadcasting:
             self.write_durably(lambda: self._reconsumer.dead_letter_raw(record, error))
         else:
-            log.error("dropping malformed record: %s", error)
+            log.error("dropping malformed record: %s", error, extra=record_fields(record))
 
     def write_durably(self, write: Callable[[], Any]) -> None:
         """A failed message's copy must be durable before its offset may commit: retry, never skip."""

@@ -8,6 +8,7 @@ The checker runs as ``rocketkafka txn-checker`` (or :class:`TransactionChecker`)
 """
 
 from txn.checker import CheckerStats, TransactionChecker
+from txn.metrics import CheckerMetrics
 from txn.errors import TransactionError, TransactionListenerError, TransactionMessageError
 from txn.options import CheckerOptions, TransactionOptions
 from txn.producer import TransactionMQProducer, TransactionSendResult
@@ -15,7 +16,7 @@ from txn.records import TransactionCheckMessage
 from txn.status import TransactionStatus
 
 __all__ = sorted([
-    "CheckerOptions", "CheckerStats", "TransactionCheckMessage", "TransactionChecker", "TransactionError",
+    "CheckerMetrics", "CheckerOptions", "CheckerStats", "TransactionCheckMessage", "TransactionChecker", "TransactionError",
     "TransactionListenerError", "TransactionMQProducer", "TransactionMessageError", "TransactionOptions",
     "TransactionSendResult", "TransactionStatus",
 ])

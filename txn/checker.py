@@ -44,6 +44,7 @@ from facade.admin import TopicAdmin
 from facade.codec import MalformedRecordError
 from facade.config import Settings
 from facade.errors import StateError
+from facade.logs import record_fields
 from facade.names import Header
 from facade.sender import Record, Sender
 from ordering.allocation import Member, strategy_named
@@ -52,8 +53,9 @@ from ordering.membership import Membership
 from txn.end import produce_all
 from txn.markers import EndMarkers
 from txn.matching import Decision, HalfOpLedger, decide
+from txn.metrics import CheckerMetrics
 from txn.options import CheckerOptions
-from txn.records import HalfMessage, OpRecord, probe_record, provision
+from txn.records import OP_COMMIT, OP_ROLLBACK, HalfMessage, OpRecord, probe_record, provision
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +75,12 @@ class CheckerStats:
     closed_by_marker: int = 0
     checks_sent: int = 0
     check_requests_lost: int = 0
+    rewritten: int = 0  # halves re-written with one more check (each then checked back)
     max_checked: int = 0
     malformed: int = 0
+    ended_commit: int = 0  # op records read that commit a transaction
+    ended_rollback: int = 0  # op records read that roll one back
+    locks_lost: int = 0
     resets: int = 0
     commits: int = 0
     partitions_owned: int = 0
@@ -131,6 +137,8 @@ class TransactionChecker:
         self._opened = threading.Event()
         self._error: BaseException | None = None
         self._check_topics: set[str] = set()
+        #: Prometheus series read from :meth:`stats` at scrape time (``metrics.serve(port)`` exposes them).
+        self.metrics = CheckerMetrics(self)
 
     # -- lifecycle -------------------------------------------------------------------
     @property
@@ -171,6 +179,7 @@ class TransactionChecker:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
+        self.metrics.close()
 
     def __enter__(self) -> TransactionChecker:
         return self.start()
@@ -189,7 +198,14 @@ class TransactionChecker:
         snapshot.partitions_owned = len(parts)
         snapshot.buffered_halves = sum(len(p.halves) for p in parts)
         snapshot.waiting_ops = sum(p.ledger.waiting_ops for p in parts)
+        locks = getattr(self, "_locks", None)
+        snapshot.locks_lost = locks.lost_total if locks is not None else 0
         return snapshot
+
+    @property
+    def half_partitions(self) -> int:
+        """Partitions of the half topic (0 until the checker has opened)."""
+        return getattr(self, "_partitions", 0)
 
     # -- opening and closing -----------------------------------------------------------
     def _open(self) -> None:
@@ -315,6 +331,11 @@ class TransactionChecker:
                     part.halves.append(record)
             else:
                 op = OpRecord.parse(record)
+                if op.half_offset is not None and op.offset >= part.ledger.op_read_next:  # not a re-read
+                    if op.state == OP_COMMIT:
+                        self._stats.ended_commit += 1
+                    elif op.state == OP_ROLLBACK:
+                        self._stats.ended_rollback += 1
                 part.ledger.add_op(op.offset, op.half_offset, op.transaction_id)
         self._flow_control()
 
@@ -371,7 +392,7 @@ class TransactionChecker:
             try:
                 half = HalfMessage.from_half_record(record)
             except MalformedRecordError as exc:
-                log.error("moving a malformed half to the max-check topic: %s", exc)
+                log.error("moving a malformed half to the max-check topic: %s", exc, extra=record_fields(record))
                 decided.append((record.offset(), Decision.MAX_CHECK, None, record))
                 part.halves.popleft()
                 continue
@@ -410,7 +431,8 @@ class TransactionChecker:
                 self._stats.closed_by_marker += 1
             elif decision is Decision.MAX_CHECK:
                 log.warning("transaction %s of group %s checked %d times: moved to %s", half.transaction_id,
-                            half.producer_group, half.check_times, self.topics.max_check())
+                            half.producer_group, half.check_times, self.topics.max_check(),
+                            extra=_half_fields(half))
                 self._stats.max_checked += 1
                 parked.append(half.max_check_record(self.topics))
             else:
@@ -425,12 +447,17 @@ class TransactionChecker:
                         len(failed), part.index, failed[0])
             self._reset(part)
             return False
+        self._stats.rewritten += len(checks)
         self._ensure_check_topics({h.producer_group for h in checks})
         requests = [h.check_request(self.topics, d.partition, d.offset) for h, d in zip(checks, written)]
         lost = [d.error for d in produce_all(self._sender, requests, timeout) if d.error is not None]
         if lost:  # their copies are checked at the next scan, one check later
             log.warning("%d check request(s) not sent (%s)", len(lost), lost[0])
         self._stats.checks_sent += len(requests) - len(lost)
+        if log.isEnabledFor(logging.DEBUG):  # one line per check-back: debugging only
+            for h in checks:
+                log.debug("checking back transaction %s (check %d)", h.transaction_id, h.check_times + 1,
+                          extra=_half_fields(h))
         self._stats.check_requests_lost += len(lost)
         return True
 
@@ -468,6 +495,12 @@ class TransactionChecker:
                                         TopicPartition(self._op, part.index, op_off)])
         self._parts[part.index] = _Partition(part.index, HalfOpLedger(half_off, op_off, self.options.closed_cache_size),
                                              part.committed, next_scan=time.monotonic() + _ACQUIRE_RETRY_S)
+
+
+def _half_fields(half: HalfMessage) -> dict[str, Any]:
+    """Log ``extra=`` fields naming a half."""
+    return {"msg_id": half.msg_id, "transaction_id": half.transaction_id, "producer_group": half.producer_group,
+            "topic": half.real_topic, "half_partition": half.half_partition, "half_offset": half.half_offset}
 
 
 def _raw_copy(record: Any, topic: str) -> Record:

@@ -13,7 +13,8 @@ from typing import Any
 import click
 
 from facade.config import Settings
-from txn.checker import CheckerStats, TransactionChecker
+from facade.logs import configure_logging
+from txn.checker import TransactionChecker
 from txn.options import CheckerOptions
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,8 @@ log = logging.getLogger(__name__)
 @click.option("--lock-client-expiry-ms", type=int, help="lock treated as lost after this long unrenewed [30000]")
 @click.option("--heartbeat-interval-ms", type=int, help="membership heartbeat [1000]")
 @click.option("--member-timeout-ms", type=int, help="member considered dead after this long silent [10000]")
-@click.option("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+@click.option("--metrics-port", type=int, envvar=["ROCKETKAFKA_TXN_METRICS_PORT", "ROCKETKAFKA_METRICS_PORT"],
+              help="serve Prometheus metrics on this port [ROCKETKAFKA_TXN_METRICS_PORT or ROCKETKAFKA_METRICS_PORT]")
 @click.option("-v", "--verbose", count=True, help="-v info, -vv debug logging")
 def txn_checker(timeout_ms: int | None, interval_ms: int | None, max_checks: int | None, half_partitions: int | None,
                 instance_name: str | None, lock_lease_ms: int | None, lock_renew_interval_ms: int | None,
@@ -38,8 +40,7 @@ def txn_checker(timeout_ms: int | None, interval_ms: int | None, max_checks: int
                 metrics_port: int | None, verbose: int) -> None:
     """Check back transactional half messages that were not ended in time (SIGTERM: finish, commit, exit)."""
     if verbose:
-        logging.basicConfig(level=logging.WARNING - 10 * min(verbose, 2),
-                            format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+        configure_logging(logging.WARNING - 10 * min(verbose, 2))  # keeps the --log-format chosen
     flags = {"transaction_timeout_ms": timeout_ms, "check_interval_ms": interval_ms, "max_check_times": max_checks,
              "half_partitions": half_partitions, "instance_name": instance_name, "lock_lease_ms": lock_lease_ms,
              "lock_renew_interval_ms": lock_renew_interval_ms, "lock_client_expiry_ms": lock_client_expiry_ms,
@@ -49,7 +50,7 @@ def txn_checker(timeout_ms: int | None, interval_ms: int | None, max_checks: int
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
     checker = TransactionChecker(Settings.load(), options)
-    if metrics_port:
+    if metrics_port is not None:
         serve_metrics(checker, metrics_port)
 
     def stop(signum: int, _frame: Any) -> None:
@@ -62,19 +63,9 @@ def txn_checker(timeout_ms: int | None, interval_ms: int | None, max_checks: int
     checker.run()
 
 
-def serve_metrics(checker: TransactionChecker, port: int) -> None:
-    """Expose :class:`CheckerStats` as Prometheus metrics ``rocketkafka_txn_checker_*``."""
-    from prometheus_client import start_http_server
-    from prometheus_client.core import REGISTRY, GaugeMetricFamily
-
-    class _Collector:
-        def collect(self):
-            stats = checker.stats()
-            for name in CheckerStats.__dataclass_fields__:
-                yield GaugeMetricFamily(f"rocketkafka_txn_checker_{name}", name.replace("_", " "), value=getattr(stats, name))
-
-    REGISTRY.register(_Collector())
-    start_http_server(port)
+def serve_metrics(checker: TransactionChecker, port: int) -> int:
+    """Expose the checker's ``rocketkafka_txn_*`` series (:mod:`txn.metrics`) on ``port``; returns the port."""
+    return checker.metrics.serve(port)
 
 
 if __name__ == "__main__":

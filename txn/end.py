@@ -176,7 +176,8 @@ class TransactionEnder:
         written = produce_all(self.sender, [h.real_record() for h in reals.values()], self.timeout)
         failed = {txn: d.error for txn, d in zip(reals, written) if d.error is not None}
         for txn, err in failed.items():
-            log.warning("real message of transaction %s not written (%s); the checker will check it back", txn[1], err)
+            log.warning("real message of transaction %s not written (%s); the checker will check it back", txn[1], err,
+                        extra={"msg_id": reals[txn].msg_id, "transaction_id": txn[1]})
         closing = [r for r in commits if (r.half.producer_group, r.half.transaction_id) not in failed] + rollbacks
         self.markers.mark(committed=[txn for txn in reals if txn not in failed],
                           rolled_back=[(r.half.producer_group, r.half.transaction_id) for r in rollbacks])
@@ -184,7 +185,7 @@ class TransactionEnder:
         for r, err in zip(closing, (d.error for d in ops)):
             if err is not None:
                 log.warning("op record of transaction %s not written (%s); the checker will check it back",
-                            r.half.transaction_id, err)
+                            r.half.transaction_id, err, extra={"msg_id": r.half.msg_id, "transaction_id": r.half.transaction_id})
             r.future.set_result(err is None)
         for r in commits:
             if not r.future.done():

@@ -25,6 +25,7 @@ from typing import Any
 
 from facade.config import Settings
 from facade.errors import MessageError, StateError
+from facade.logs import message_fields
 from facade.message import ConsumeStatus, Message, MessageExt, SendResult
 from facade.names import Header
 from facade.sender import Sender
@@ -178,7 +179,8 @@ class TransactionMQProducer:
         try:
             returned = execute(msg, user_args)
         except Exception as exc:  # RocketMQ: an exception in the local transaction means UNKNOWN
-            log.warning("local transaction %s raised %s: %s; left UNKNOWN", txid, type(exc).__name__, exc)
+            log.warning("local transaction %s raised %s: %s; left UNKNOWN", txid, type(exc).__name__, exc,
+                        extra={"msg_id": half.msg_id, "transaction_id": txid})
             returned = None
         state = as_status(returned, txid, "execute_local_transaction")  # raises after the half is stored
         self._end(half, state)
@@ -189,7 +191,8 @@ class TransactionMQProducer:
         try:
             return self._ender.submit(half, state)
         except Exception as exc:  # end-transaction never raises: the checker repairs
-            log.warning("end of transaction %s not queued (%s); the checker will check it back", half.transaction_id, exc)
+            log.warning("end of transaction %s not queued (%s); the checker will check it back", half.transaction_id, exc,
+                        extra={"msg_id": half.msg_id, "transaction_id": half.transaction_id})
             return None
 
     # -- check-backs -----------------------------------------------------------------
@@ -202,7 +205,7 @@ class TransactionMQProducer:
         try:
             half = HalfMessage.from_check_request(request)
         except Exception as exc:
-            log.error("dropping malformed check request %s: %s", request.id, exc)
+            log.error("dropping malformed check request %s: %s", request.id, exc, extra=message_fields(request))
             return ConsumeStatus.CONSUME_SUCCESS
         if half.producer_group != self.group_id:  # group names that map to the same topic name
             return ConsumeStatus.CONSUME_SUCCESS
@@ -210,7 +213,7 @@ class TransactionMQProducer:
             state = as_status(self._check(half.to_check_message()), half.transaction_id, "check_local_transaction")
         except Exception as exc:  # raising, or a wrong type: UNKNOWN, the checker asks again
             log.warning("check of transaction %s failed (%s: %s); left UNKNOWN", half.transaction_id,
-                        type(exc).__name__, exc)
+                        type(exc).__name__, exc, extra={"msg_id": half.msg_id, "transaction_id": half.transaction_id})
             return ConsumeStatus.CONSUME_SUCCESS
         self._end(half, state)
         return ConsumeStatus.CONSUME_SUCCESS

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from facade.admin import TopicAdmin
@@ -206,6 +206,7 @@ class OpRecord:
     offset: int
     half_offset: int | None
     transaction_id: str | None
+    state: str | None = field(default=None, compare=False)  # OP_COMMIT or OP_ROLLBACK (None: a probe or garbage)
 
     @classmethod
     def parse(cls, record: Any) -> OpRecord:
@@ -216,7 +217,7 @@ class OpRecord:
             return cls(record.offset(), None, None)
         if op["half_partition"] != record.partition():
             return cls(record.offset(), None, op["transaction_id"])  # names another partition: closes nothing here
-        return cls(record.offset(), op["half_offset"], op["transaction_id"])
+        return cls(record.offset(), op["half_offset"], op["transaction_id"], op["state"])
 
 
 def provision(admin: TopicAdmin, topics: TopicNames, half_partitions: int, check_partitions: int,

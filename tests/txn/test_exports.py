@@ -6,7 +6,7 @@ import txn
 
 def test_public_names_are_pinned_and_sorted():
     assert txn.__all__ == sorted(txn.__all__) == [
-        "CheckerOptions", "CheckerStats", "TransactionCheckMessage", "TransactionChecker", "TransactionError",
+        "CheckerMetrics", "CheckerOptions", "CheckerStats", "TransactionCheckMessage", "TransactionChecker", "TransactionError",
         "TransactionListenerError", "TransactionMQProducer", "TransactionMessageError", "TransactionOptions",
         "TransactionSendResult", "TransactionStatus",
     ]

@@ -1,0 +1,165 @@
+"""Opt-in consumer metrics (``ConsumerOptions(metrics=True)`` or ``metrics_port=...``) as Prometheus series.
+
+Series (labels ``group``, ``topic``, ``partition`` unless noted):
+
+- ``rocketkafka_consumer_lag``: the high watermark that came with the last fetch minus the
+  next offset to handle (not ListOffsets "latest", which some brokers get wrong);
+- ``rocketkafka_consumer_inflight``: records fetched and not yet handled;
+- ``rocketkafka_consumer_lock_owned``: 1 while this member holds the partition's lock, 0
+  while it waits for it (clustering only);
+- ``rocketkafka_consumer_consumed_total``: records handled (including filtered and dead-lettered ones);
+- ``rocketkafka_consumer_retried_total``, ``rocketkafka_consumer_dead_lettered_total``
+  (``group``, ``topic``): copies written to the retry and dead-letter topics;
+- ``rocketkafka_consumer_lock_renew_failures_total`` (``group``): locks lost because a
+  renewal failed or came too late.
+
+The poll thread owns the Kafka client and the partition table, so it alone reads them:
+once per commit interval it publishes a :class:`PartitionSample` per partition (one
+reference swap), and a scrape folds the last snapshot with the retry and lock counters.
+Nothing runs per message: records are counted per finished batch by the process queue.
+Each consumer owns its :class:`~prometheus_client.CollectorRegistry`, so several in one
+process never clash; a sidecar registers the collector into its own registry as well.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+TP = tuple[str, int]
+_PARTITION_LABELS = ["group", "topic", "partition"]
+#: The metrics port every sidecar falls back to when neither its flag nor its own variable names one.
+METRICS_PORT_ENV = "ROCKETKAFKA_METRICS_PORT"
+
+
+def service_metrics_port(*chosen: int | None) -> int | None:
+    """The first port in ``chosen`` that is set, else ``ROCKETKAFKA_METRICS_PORT``, else ``None``.
+
+    Raises:
+        ValueError: the variable is not a port number.
+    """
+    for port in chosen:
+        if port is not None:
+            return port
+    raw = os.environ.get(METRICS_PORT_ENV, "").strip()
+    if not raw:
+        return None
+    port = int(raw)
+    if not 0 <= port <= 65_535:
+        raise ValueError(f"{METRICS_PORT_ENV}={raw} is not a port")
+    return port
+
+
+@dataclass(frozen=True)
+class PartitionSample:
+    """One partition as the poll thread saw it at its last snapshot."""
+
+    lag: int | None  # None: no fetch brought a high watermark yet
+    inflight: int
+    lock_owned: bool | None  # None: no lock (broadcasting, or the partition left)
+    consumed: int  # since this process started, over every time it owned the partition
+
+
+class ConsumerMetrics:
+    """The Prometheus collector of one consumer; see the module docstring for the series.
+
+    Parameters:
+        group: the consumer group (a label of every series).
+
+    >>> m = ConsumerMetrics("billing")
+    >>> m.publish({("orders", 0): PartitionSample(lag=3, inflight=3, lock_owned=True, consumed=7)})
+    >>> m.registry.get_sample_value("rocketkafka_consumer_lag", {"group": "billing", "topic": "orders", "partition": "0"})
+    3
+    """
+
+    def __init__(self, group: str) -> None:
+        self.group = group
+        self._partitions: dict[TP, PartitionSample] = {}
+        self._retired: dict[TP, int] = {}  # records handled under earlier ownerships (poll thread only)
+        self._copies: Callable[[], dict[tuple[str, str], int]] = dict
+        self._locks_lost: Callable[[], int] = lambda: 0
+        self._server: Any = None
+        self.port: int | None = None
+        self.registry = CollectorRegistry()
+        self.registry.register(self)
+
+    # -- the consumer's side -----------------------------------------------------------
+    def bind(self, copies: Callable[[], dict[tuple[str, str], int]], locks_lost: Callable[[], int]) -> None:
+        """Sources read at scrape time: retry/dead-letter copies per (kind, topic), and locks lost."""
+        self._copies, self._locks_lost = copies, locks_lost
+
+    def publish(self, samples: dict[TP, PartitionSample]) -> None:
+        """Replace the snapshot (poll thread)."""
+        self._partitions = samples
+
+    def retired(self, tp: TP) -> int:
+        """Records of ``tp`` handled under earlier ownerships (poll thread)."""
+        return self._retired.get(tp, 0)
+
+    def retire(self, tp: TP, finished: int) -> None:
+        """A partition left after handling ``finished`` records (poll thread)."""
+        self._retired[tp] = self._retired.get(tp, 0) + finished
+
+    def publish_retired(self) -> None:
+        """The consumer stopped: only the totals remain (poll thread)."""
+        self.publish({tp: PartitionSample(None, 0, None, n) for tp, n in self._retired.items()})
+
+    # -- readers -----------------------------------------------------------------------
+    def snapshot(self) -> dict[TP, PartitionSample]:
+        """The last published samples."""
+        return dict(self._partitions)
+
+    def collect(self) -> Iterator[Metric]:
+        """The Prometheus collector protocol."""
+        group, partitions = self.group, self._partitions
+        lag = GaugeMetricFamily("rocketkafka_consumer_lag", "high watermark of the last fetch minus the next "
+                                "offset to handle", labels=_PARTITION_LABELS)
+        inflight = GaugeMetricFamily("rocketkafka_consumer_inflight", "records fetched and not yet handled",
+                                     labels=_PARTITION_LABELS)
+        owned = GaugeMetricFamily("rocketkafka_consumer_lock_owned", "1 while this member holds the partition "
+                                  "lock, 0 while it waits for it", labels=_PARTITION_LABELS)
+        consumed = CounterMetricFamily("rocketkafka_consumer_consumed", "records handled (filtered and "
+                                       "dead-lettered ones included)", labels=_PARTITION_LABELS)
+        for (topic, partition), s in sorted(partitions.items()):
+            labels = [group, topic, str(partition)]
+            consumed.add_metric(labels, s.consumed)
+            if s.lock_owned is not None:
+                owned.add_metric(labels, 1 if s.lock_owned else 0)
+            if s.lock_owned is not False:  # waiting for a lock: nothing is fetched, nothing to show
+                inflight.add_metric(labels, s.inflight)
+                if s.lag is not None:
+                    lag.add_metric(labels, s.lag)
+        yield from (lag, inflight, owned, consumed)
+        copies = self._copies()
+        for kind, doc in (("retried", "copies written to the retry topic"),
+                          ("dead_lettered", "copies written to the dead-letter topic")):
+            family = CounterMetricFamily(f"rocketkafka_consumer_{kind}", doc, labels=["group", "topic"])
+            for (k, topic), n in sorted(copies.items()):
+                if k == kind:
+                    family.add_metric([group, topic], n)
+            yield family
+        renew = CounterMetricFamily("rocketkafka_consumer_lock_renew_failures", "partition locks lost because "
+                                    "a renewal failed or came too late", labels=["group"])
+        renew.add_metric([group], self._locks_lost())
+        yield renew
+
+    # -- serving -----------------------------------------------------------------------
+    def serve(self, port: int, addr: str = "0.0.0.0") -> int:
+        """Expose the registry on ``http://addr:port/metrics``; returns the port (``0`` picks a free one)."""
+        if self._server is not None:
+            return self.port
+        self._server, _ = start_http_server(port, addr=addr, registry=self.registry)
+        self.port = self._server.server_address[1]
+        return self.port
+
+    def close(self) -> None:
+        """Stop serving (the registry stays readable)."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
