@@ -33,6 +33,7 @@ from confluent_kafka import Producer as RawProducer
 from delay.config import DelayConfig, configure, format_duration
 from delay.routing import now_ms
 from facade.admin import TopicAdmin
+from facade.bench_rows import BenchRow, Target
 from facade.config import Settings
 from facade.message import Message
 from facade.producer import Producer
@@ -41,6 +42,9 @@ from facade.producer import Producer
 BENCH_CONSUMER_OPTIONS = dict(heartbeat_interval_ms=500, member_timeout_ms=5000, lock_lease_ms=10_000,
                               lock_renew_interval_ms=3000, lock_client_expiry_ms=8000, commit_interval_ms=500)
 _REPO = Path(__file__).resolve().parents[1]
+#: Issue 4's targets: p99 lateness under 50 ms; forwarding already-due messages >= 0.6x a raw pipe.
+LATENESS_TARGET = Target("<", 50.0)
+FORWARDER_TARGET = Target(">=", 0.6, "ratio")
 
 
 @dataclass
@@ -68,6 +72,28 @@ class DelayBenchResult:
     @property
     def ratio(self) -> float:
         return self.forwarder_rate / self.pipe_rate if self.pipe_rate else 0.0
+
+    def rows(self) -> list[BenchRow]:
+        """The figures as benchmark rows, with issue 4's targets (p99 lateness < 50 ms, forwarder >= 0.6x pipe)."""
+        def row(figure: str, value: float, unit: str, **extra: Any) -> BenchRow:
+            return BenchRow("delay", figure, value, unit, **extra)
+
+        return [
+            row("delayed messages sent", self.sent, "msg", detail=f"{self.send_rate:,.0f} msg/s"),
+            row("lost", self.lost, "msg"),
+            row("duplicates", self.duplicates, "msg"),
+            row("early deliveries", self.early, "msg"),
+            row("forwarder's own lateness p99 (produce - due)", self.forward_p99_ms, "ms", target=LATENESS_TARGET,
+                detail=f"p50 {self.forward_p50_ms:.0f} ms"),
+            row("end-to-end lateness p50 (receive - due)", self.p50_ms, "ms", baseline=self.raw_p50_ms,
+                detail="raw: plain produce->consume, same rate"),
+            row("end-to-end lateness p99 (receive - due)", self.p99_ms, "ms", baseline=self.raw_p99_ms,
+                target=LATENESS_TARGET, detail="raw: plain produce->consume, same rate"),
+            row("end-to-end lateness max", self.max_ms, "ms"),
+            row("raw consume->produce pipe, already-due records", self.pipe_rate, "msg/s"),
+            row("forwarder, already-due records", self.forwarder_rate, "msg/s", baseline=self.pipe_rate,
+                baseline_name="pipe", target=FORWARDER_TARGET, detail=f"{self.forwarders} forwarder process(es)"),
+        ]
 
 
 def bench_delay(settings: Settings, *, rate: int = 2000, duration: float = 60.0, levels: str = "1s 5s 10s 30s",

@@ -13,44 +13,20 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
 
-import click
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka import Producer as RawProducer
 
 from facade.admin import TopicAdmin
+from facade.bench_rows import BenchRow, Target
 from facade.config import Settings
 from facade.kafka import Producer as DropInProducer
 from facade.message import Message
 from facade.producer import Producer
 
-
-@dataclass(frozen=True)
-class Figure:
-    """One benchmark line: a rate, and its ratio to the raw baseline where one applies."""
-
-    name: str
-    rate: float
-    unit: str = "msg/s"
-    baseline: float | None = None
-    target: float | None = None
-
-    @property
-    def ratio(self) -> float | None:
-        return self.rate / self.baseline if self.baseline else None
-
-    def row(self) -> str:
-        ratio = f"{self.ratio:.2f}x" if self.ratio is not None else "-"
-        target = f">= {self.target:.2f}x" if self.target is not None else "-"
-        return f"{self.name:<42} {self.rate:>12,.0f} {self.unit:<6} {ratio:>8} {target:>9}"
-
-
-def print_table(title: str, figures: list[Figure]) -> None:
-    click.secho(f"\n{title}", bold=True)
-    click.echo(f"{'figure':<42} {'rate':>12} {'unit':<6} {'vs raw':>8} {'target':>9}")
-    for f in figures:
-        click.echo(f.row())
+#: Issue 2's targets: the producer >= 0.85x raw throughput, a concurrent no-op push consumer >= 0.7x raw.
+PRODUCE_TARGET = Target(">=", 0.85, "ratio")
+CONSUME_TARGET = Target(">=", 0.7, "ratio")
 
 
 def _topic(settings: Settings, partitions: int) -> str:
@@ -65,7 +41,7 @@ def _timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def bench_produce(settings: Settings, count: int = 200_000, size: int = 100, rounds: int = 4) -> list[Figure]:
+def bench_produce(settings: Settings, count: int = 200_000, size: int = 100, rounds: int = 4) -> list[BenchRow]:
     """Produce ``count`` messages with each client; the best of ``rounds`` counts."""
     body = b"x" * size
     conf = settings.kafka_config(**{"linger.ms": 5, "enable.idempotence": True, "queue.buffering.max.messages": 2_000_000})
@@ -99,11 +75,12 @@ def bench_produce(settings: Settings, count: int = 200_000, size: int = 100, rou
     for r in range(rounds):  # rotate the order: the broker's speed drifts between runs (Tansu: ~180k or ~320k/s)
         for name, fn in runs[r % len(runs):] + runs[:r % len(runs)]:
             best[name] = max(best[name], count / _timed(fn))
+    raw, detail = best["raw"], f"{count:,} x {size} B, best of {rounds}"
     return [
-        Figure("produce: raw confluent-kafka", best["raw"]),
-        Figure("produce: drop-in Producer.produce", best["drop-in"], baseline=best["raw"], target=0.85),
-        Figure("produce: drop-in produce(tags=...) (id+tag headers)", best["drop-in+tag"], baseline=best["raw"]),
-        Figure("produce: RocketMQ Producer.send_async", best["rocketmq"], baseline=best["raw"], target=0.85),
+        BenchRow("produce", "raw confluent-kafka produce", raw, "msg/s", detail=detail),
+        BenchRow("produce", "drop-in Producer.produce", best["drop-in"], "msg/s", raw, target=PRODUCE_TARGET),
+        BenchRow("produce", "drop-in produce(tags=...) (id+tag headers)", best["drop-in+tag"], "msg/s", raw),
+        BenchRow("produce", "RocketMQ Producer.send_async", best["rocketmq"], "msg/s", raw, target=PRODUCE_TARGET),
     ]
 
 
@@ -111,7 +88,7 @@ def _ignore(_result: object) -> None:
     pass
 
 
-def bench_consume(settings: Settings, count: int = 500_000, size: int = 100, partitions: int = 8) -> list[Figure]:
+def bench_consume(settings: Settings, count: int = 500_000, size: int = 100, partitions: int = 8) -> list[BenchRow]:
     """Fill a topic, then read all of it with a raw loop and with a no-op PushConsumer."""
     from ordering.push_consumer import PushConsumer
 
@@ -155,6 +132,7 @@ def bench_consume(settings: Settings, count: int = 500_000, size: int = 100, par
     # both timed from the client's creation, so each pays its own start-up (ours: join, lock, assign)
     raw_rate, ours_rate = raw(), ours()
     return [
-        Figure("consume: raw confluent-kafka consume()", raw_rate),
-        Figure("consume: PushConsumer (concurrent, no-op)", ours_rate, baseline=raw_rate, target=0.70),
+        BenchRow("consume", "raw confluent-kafka consume()", raw_rate, "msg/s", detail=f"{count:,} x {size} B"),
+        BenchRow("consume", "PushConsumer (concurrent, no-op listener)", ours_rate, "msg/s", raw_rate,
+                 target=CONSUME_TARGET),
     ]

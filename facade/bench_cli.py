@@ -1,24 +1,30 @@
 """``rocketkafka bench ...``: every benchmark prints its figures beside raw confluent-kafka where the issue asks.
 
 Runs against ``ROCKETKAFKA_BOOTSTRAP_SERVERS``/``ROCKETKAFKA_REDIS_URLS`` when set,
-else against a private embedded stack started for the run.
+else against a private embedded stack started for the run. ``bench all`` runs them
+all and writes ``bench.json``, ``bench.png`` and ``bench.md``; ``bench show`` renders
+a ``bench.json`` again.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import click
 
+from facade.bench_all import BENCHES, embedded_stack_requested
+from facade.bench_report import print_rows
+from facade.bench_rows import BenchRow
 from facade.config import Settings
 
 
 @contextlib.contextmanager
 def bench_settings() -> Iterator[Settings]:
     """Settings of the given cluster, or of an embedded stack that lives for the benchmark."""
-    if os.environ.get("ROCKETKAFKA_BOOTSTRAP_SERVERS"):
+    if not embedded_stack_requested():
         yield Settings.load()
         return
     from facade.devstack import DevStack
@@ -38,10 +44,10 @@ def bench() -> None:
 @click.option("--size", default=100, show_default=True, help="body bytes")
 def produce(count: int, size: int) -> None:
     """Producer throughput: raw confluent-kafka vs drop-in vs RocketMQ-style."""
-    from facade.bench import bench_produce, print_table
+    from facade.bench import bench_produce
 
     with bench_settings() as settings:
-        print_table(f"produce {count:,} x {size} B", bench_produce(settings, count, size))
+        print_rows(bench_produce(settings, count, size), f"produce {count:,} x {size} B", click.echo)
 
 
 @bench.command()
@@ -49,10 +55,10 @@ def produce(count: int, size: int) -> None:
 @click.option("--size", default=100, show_default=True, help="body bytes")
 def consume(count: int, size: int) -> None:
     """Consumer throughput: raw consume() loop vs PushConsumer with a no-op listener."""
-    from facade.bench import bench_consume, print_table
+    from facade.bench import bench_consume
 
     with bench_settings() as settings:
-        print_table(f"consume {count:,} x {size} B", bench_consume(settings, count, size))
+        print_rows(bench_consume(settings, count, size), f"consume {count:,} x {size} B", click.echo)
 
 
 @bench.command()
@@ -66,13 +72,13 @@ def consume(count: int, size: int) -> None:
 def orderly(keys: int, partitions: int, handler_ms: float, keyed_messages: int, serial_messages: int,
             noop_messages: int, threads: int) -> None:
     """Ordered consumption: key-ordered vs partition-serial, orderly vs raw, takeover times, lock renewal."""
-    from ordering.bench import bench_orderly, print_rows
+    from ordering.bench import bench_orderly
 
     with bench_settings() as settings:
         rows = bench_orderly(settings, keys=keys, partitions=partitions, handler_ms=handler_ms,
                              keyed_messages=keyed_messages, serial_messages=serial_messages,
                              noop_messages=noop_messages, threads=threads)
-        print_rows(f"orderly: {partitions} partitions, {keys} keys", rows)
+        print_rows(rows, f"orderly: {partitions} partitions, {keys} keys", click.echo)
 
 
 @bench.command()
@@ -81,12 +87,11 @@ def orderly(keys: int, partitions: int, handler_ms: float, keyed_messages: int, 
 @click.option("--unknown", default=10_000, show_default=True, help="UNKNOWN halves the checker resolves")
 def txn(count: int, threads: int, unknown: int) -> None:
     """Transactional sends vs plain send_sync, and the checker resolving due UNKNOWN halves."""
-    from facade.bench import print_table
     from txn.bench import bench_txn
 
     with bench_settings() as settings:
-        print_table(f"transactions: {count:,} sends, {threads} threads", bench_txn(settings, count, threads,
-                                                                                     unknown=unknown))
+        print_rows(bench_txn(settings, count, threads, unknown=unknown),
+                   f"transactions: {count:,} sends, {threads} threads", click.echo)
 
 
 @bench.command("delay")
@@ -125,3 +130,68 @@ class _LazySparkBench(click.Command):
 
 
 bench.add_command(_LazySparkBench("spark", help="Spark batch read rows/s (1M x 100 B, local[2]) beside raw confluent-kafka."))
+
+
+def _names(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    unknown = [n for n in names if n not in BENCHES]
+    if unknown:
+        raise click.BadParameter(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHES)}")
+    return names
+
+
+@bench.command("all")
+@click.option("--scale", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+              help="multiplies message counts and durations (0.05: a quick smoke run)")
+@click.option("--only", default="", callback=_names, help=f"comma-separated benchmarks to run ({','.join(BENCHES)})")
+@click.option("--skip", default="", callback=_names, help="comma-separated benchmarks to leave out")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("bench-results"),
+              show_default=True, help="directory for bench.json, bench.png and bench.md")
+@click.option("--markdown", is_flag=True, help="print the table as the README's markdown")
+def all_cmd(scale: float, only: list[str], skip: list[str], out: Path, markdown: bool) -> None:
+    """Every benchmark on one stack: one table, OUT/bench.json, OUT/bench.png; exit 1 if one failed."""
+    from facade.bench_all import RunResult, broker_info, run_benches, select
+    from facade.bench_report import machine_info, report_dict, write_json
+
+    names = select(only, skip)
+    if not names:
+        raise click.UsageError("--only/--skip leave no benchmark to run")
+    embedded = embedded_stack_requested()
+    with bench_settings() as settings:
+        machine = machine_info(broker_info(settings, embedded))
+
+        def save(result: RunResult) -> None:  # after every benchmark: a late crash keeps the earlier figures
+            write_json(out / "bench.json", report_dict(result.rows, machine, result.runs, scale))
+
+        result = run_benches(settings, names, scale, click.echo, after_each=save)
+    _render(result.rows, machine, out, markdown)
+    if result.failed:
+        click.secho(f"failed: {', '.join(result.failed)}", fg="red", err=True)
+        raise SystemExit(1)
+
+
+@bench.command("show")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                default=Path("bench-results/bench.json"))
+@click.option("--markdown", is_flag=True, help="print the table as the README's markdown")
+def show_cmd(path: Path, markdown: bool) -> None:
+    """Print a bench.json's table again and redraw its bench.png and bench.md beside it."""
+    from facade.bench_report import read_json
+
+    rows, document = read_json(path)
+    _render(rows, document.get("machine", {}), path.parent, markdown)
+
+
+def _render(rows: list[BenchRow], machine: dict[str, Any], out: Path, markdown: bool) -> None:
+    from facade.bench_chart import bench_chart
+    from facade.bench_report import chart_title, machine_summary, markdown_table
+
+    out.mkdir(parents=True, exist_ok=True)
+    table = markdown_table(rows, machine)
+    if markdown:
+        click.echo("\n" + table)
+    else:
+        print_rows(rows, f"rocketkafka bench all, {machine_summary(machine)}", click.echo)
+    (out / "bench.md").write_text(table)
+    chart = bench_chart(rows, out / "bench.png", chart_title(machine))
+    click.echo(f"\nwrote {out / 'bench.json'}, {chart}, {out / 'bench.md'}")

@@ -19,10 +19,12 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from facade.admin import TopicAdmin
+from facade.bench_rows import BenchRow, Target
 from facade.config import Settings
 
 #: The issue's target: Spark reads at least this fraction of the raw rate.
 TARGET_RATIO = 0.5
+SPARK_TARGET = Target(">=", TARGET_RATIO, "ratio")
 
 
 def fill_topic(bootstrap_servers: str, topic: str, n: int, size: int) -> float:
@@ -159,6 +161,19 @@ def bench_spark(bootstrap_servers: str, n: int = 1_000_000, size: int = 100, par
     if echo:
         print_bench(figures)
     return figures
+
+
+def spark_rows(figures: dict[str, Any]) -> list[BenchRow]:
+    """:func:`bench_spark`'s figures as benchmark rows (raw = the best raw read)."""
+    raw = figures["raw_rows_per_s"]
+    setup = f"{figures['messages']:,} x {figures['size']} B, {figures['partitions']} partitions, {figures['master']}"
+    return [
+        BenchRow("spark", "raw confluent-kafka read (best of 3 ways)", raw, "rows/s", detail=f"{figures['messages']:,} x "
+                 f"{figures['size']} B"),
+        BenchRow("spark", "spark batch read, best warm query", figures["spark_rows_per_s"], "rows/s", raw,
+                 target=SPARK_TARGET, detail=setup),
+        BenchRow("spark", "spark batch read, first (cold) query", figures["spark_cold_rows_per_s"], "rows/s", raw),
+    ]
 
 
 def print_bench(figures: dict[str, Any]) -> None:

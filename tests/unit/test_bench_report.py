@@ -1,0 +1,273 @@
+"""Benchmark rows, targets, the table/markdown/JSON report, the PNG chart and ``bench all`` with fake benchmarks."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from facade import bench_all, bench_cli
+from facade.bench_all import Bench, run_benches, scaled, select
+from facade.bench_chart import bench_chart, chart_size, charted_rows
+from facade.bench_report import (markdown_table, read_json, report_dict, table_lines, write_json)
+from facade.bench_rows import BenchRow, Target
+from facade.config import Settings
+from facade.png import PNG_SIGNATURE
+
+RAW = 100_000.0
+
+
+def rows() -> list[BenchRow]:
+    return [
+        BenchRow("produce", "raw", RAW, "msg/s"),
+        BenchRow("produce", "drop-in", 54_000, "msg/s", RAW, target=Target(">=", 0.85, "ratio")),
+        BenchRow("orderly", "renew | 1000 locks", 7.3, "ms", target=Target("<", 20)),
+        BenchRow("orderly", "sigkill", 2.5, "s", target=Target("<=", 4, note="lease 3 s + 1 s")),
+        BenchRow.failed("txn", RuntimeError("broker gone")),
+    ]
+
+
+# -- targets -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("target", "value", "ratio", "met"), [
+    (Target(">=", 0.85, "ratio"), 1.0, 0.85, True),
+    (Target(">=", 0.85, "ratio"), 1e9, 0.84, False),  # a ratio target ignores the value
+    (Target(">", 1, "value"), 1, None, False),
+    (Target("<", 50), 49.9, None, True),
+    (Target("<", 50), 50, None, False),
+    (Target("<=", 4), 4, None, True),
+    (Target(">=", 0.6, "ratio"), 5.0, None, None),  # no baseline: unknown, not missed
+])
+def test_target_met(target, value, ratio, met):
+    assert target.met(value, ratio) is met
+
+
+def test_target_text():
+    assert Target(">=", 0.85, "ratio").text("msg/s") == ">= 0.85x raw"
+    assert Target(">=", 20, "ratio").text("msg/s", "serial") == ">= 20x serial"
+    assert Target("<", 50).text("ms") == "< 50 ms"
+    assert Target("<=", 4, note="lease 3 s + 1 s").text("s") == "<= 4 s (lease 3 s + 1 s)"
+
+
+def test_target_score_is_at_least_one_exactly_when_met():
+    assert Target(">=", 0.5, "ratio").score(None, 1.0) == 2.0
+    assert Target("<", 20).score(5, None) == 4.0
+    assert Target("<", 20).score(40, None) == 0.5
+    assert Target("<", 20).score(0, None) == float("inf")
+
+
+def test_unknown_operator_is_refused():
+    with pytest.raises(ValueError):
+        Target("==", 1)  # type: ignore[arg-type]
+
+
+# -- rows ----------------------------------------------------------------------------------------------
+def test_row_ratio_and_met():
+    row = rows()[1]
+    assert row.ratio == pytest.approx(0.54) and row.met is False and row.target_text == ">= 0.85x raw"
+    assert rows()[0].ratio is None and rows()[0].met is None
+    assert BenchRow("x", "y", 5.0, baseline=0.0).ratio is None  # a zero baseline gives no ratio
+
+
+def test_failed_row_carries_the_error():
+    row = BenchRow.failed("txn", RuntimeError("broker gone"))
+    assert row.value is None and row.error == "RuntimeError: broker gone" and row.met is None
+
+
+def test_row_round_trips_through_a_dict():
+    for row in rows():
+        assert BenchRow.from_dict(json.loads(json.dumps(row.to_dict()))) == row
+
+
+# -- table and markdown --------------------------------------------------------------------------------
+def test_table_marks_met_missed_and_failed_rows():
+    lines = table_lines(rows())
+    assert lines[0].split()[:3] == ["bench", "figure", "value"]
+    assert "MISS" in lines[2] and "0.54x raw" in lines[2] and "54,000" in lines[2]
+    assert lines[3].endswith(" ok") and "7.3" in lines[3]
+    assert "ERROR" in lines[5] and "broker gone" in lines[5]
+
+
+def test_markdown_names_each_command_once_and_marks_misses():
+    text = markdown_table(rows(), {"cores": 2, "python": "3.11.7", "broker": {"description": "embedded Tansu"}})
+    lines = text.splitlines()
+    assert lines[0].startswith("Ran on 2 cores") and "embedded Tansu" in lines[0]
+    assert lines[2:4] == ["| command | figure | measured | target |", "|---|---|---|---|"]
+    assert len(lines) == 4 + len(rows())
+    assert text.count("`rocketkafka bench produce`") == 1 and text.count("`rocketkafka bench orderly`") == 1
+    assert "54,000 msg/s (0.54x raw) | >= 0.85x raw: **missed** |" in text
+    assert "renew \\| 1000 locks" in text  # a pipe in a cell is escaped
+    assert "failed: RuntimeError: broker gone" in text
+
+
+# -- JSON ----------------------------------------------------------------------------------------------
+def test_json_shape_and_round_trip(tmp_path):
+    machine = {"cores": 2, "broker": {"kind": "embedded"}}
+    runs = {"produce": {"seconds": 1.0, "ok": True, "error": None},
+            "txn": {"seconds": 2.0, "ok": False, "error": "RuntimeError: broker gone"}}
+    path = write_json(tmp_path / "out" / "bench.json", report_dict(rows(), machine, runs, 0.05))
+    document = json.loads(path.read_text())
+    assert set(document) == {"schema", "scale", "machine", "runs", "failed", "rows"}
+    assert document["scale"] == 0.05 and document["failed"] == ["txn"] and document["machine"] == machine
+    drop_in = document["rows"][1]
+    assert drop_in["ratio"] == pytest.approx(0.54) and drop_in["met"] is False
+    assert drop_in["target"] == {"op": ">=", "threshold": 0.85, "of": "ratio", "note": ""}
+    assert drop_in["target_text"] == ">= 0.85x raw"
+    back, _ = read_json(path)
+    assert back == rows()
+
+
+def test_machine_info_says_what_the_figures_ran_on():
+    from facade.bench_report import machine_info
+
+    info = machine_info({"kind": "given", "description": "broker b:9092"})
+    assert info["cores"] >= 1 and info["ram_gib"] > 0 and info["python"].count(".") == 2
+    assert info["confluent_kafka"][0].isdigit() and info["librdkafka"][0].isdigit()
+    assert info["broker"]["kind"] == "given" and info["date"][:2] == "20"
+
+
+# -- PNG -----------------------------------------------------------------------------------------------
+def _read_png(data: bytes) -> tuple[int, int, bytes]:
+    """Check signature, chunk CRCs and pixel data length; return width, height, raw scanlines."""
+    assert data[:8] == PNG_SIGNATURE
+    pos, chunks = 8, {}
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos:pos + 4])
+        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + length]
+        (crc,) = struct.unpack(">I", data[pos + 8 + length:pos + 12 + length])
+        assert crc == zlib.crc32(kind + body) & 0xFFFFFFFF
+        chunks[kind] = chunks.get(kind, b"") + body
+        pos += 12 + length
+    assert set(chunks) == {b"IHDR", b"IDAT", b"IEND"}
+    width, height, depth, color = struct.unpack(">IIBB", chunks[b"IHDR"][:10])
+    assert (depth, color) == (8, 2)
+    raw = zlib.decompress(chunks[b"IDAT"])
+    assert len(raw) == height * (1 + 3 * width)
+    return width, height, raw
+
+
+def test_chart_is_a_valid_png_of_the_expected_size(tmp_path):
+    shown = charted_rows(rows())
+    assert [r.figure for r in shown] == ["drop-in", "renew | 1000 locks", "sigkill", "benchmark failed"]
+    path = bench_chart(rows(), tmp_path / "bench.png")
+    width, height, raw = _read_png(path.read_bytes())
+    assert (width, height) == chart_size(len(shown))
+    assert b"\xd6\x27\x28" in raw and b"\x2c\xa0\x2c" in raw  # red (missed) and green (met) bars were drawn
+
+
+def test_chart_of_no_targets_still_draws(tmp_path):
+    width, height, _ = _read_png(bench_chart([BenchRow("p", "raw", 1.0)], tmp_path / "b.png").read_bytes())
+    assert (width, height) == chart_size(0)
+
+
+# -- selection, scaling and the runner -----------------------------------------------------------------
+def test_select_keeps_the_run_order():
+    assert select() == list(bench_all.BENCHES)
+    assert select(["spark", "produce"]) == ["produce", "spark"]
+    assert select(skip=["spark", "delay"]) == ["produce", "consume", "orderly", "txn"]
+    with pytest.raises(ValueError, match="nope"):
+        select(["nope"])
+
+
+def test_scaled_has_a_floor():
+    assert scaled(200_000, 1.0, 2_000) == 200_000
+    assert scaled(200_000, 0.05, 2_000) == 10_000
+    assert scaled(200_000, 0.001, 2_000) == 2_000
+
+
+def _fake_benches(calls: list[str]) -> dict[str, Bench]:
+    def ok(name: str):
+        def run(settings, scale, log):
+            calls.append(name)
+            log("working")
+            return [BenchRow(name, "raw", 10.0 * scale, "msg/s"),
+                    BenchRow(name, "ours", 9.0 * scale, "msg/s", 10.0 * scale, target=Target(">=", 0.85, "ratio"))]
+        return run
+
+    def broken(settings, scale, log):
+        calls.append("broken")
+        raise RuntimeError("no broker")
+
+    return {"a": Bench("a", ok("a")), "broken": Bench("broken", broken), "c": Bench("c", ok("c"))}
+
+
+def test_a_failing_bench_becomes_an_error_row_and_the_rest_still_run():
+    calls, lines, seen = [], [], []
+    result = run_benches(Settings(), ["a", "broken", "c"], 2.0, lines.append, _fake_benches(calls),
+                         after_each=lambda r: seen.append(len(r.rows)))
+    assert calls == ["a", "broken", "c"] and seen == [2, 3, 5]
+    assert result.failed == ["broken"] and result.runs["a"]["ok"] and result.runs["a"]["seconds"] >= 0
+    assert result.rows[2] == BenchRow.failed("broken", "RuntimeError: no broker")
+    assert result.rows[0].value == 20.0  # the scale reached the runner
+    assert "[1/3] a: running (scale 2)" in lines and "    working" in lines
+    assert any(line.startswith("[2/3] broken: FAILED: RuntimeError: no broker") for line in lines)
+
+
+def test_bench_all_command_with_fake_benches(tmp_path, monkeypatch):
+    calls: list[str] = []
+    fakes = _fake_benches(calls)
+    monkeypatch.setattr(bench_all, "BENCHES", fakes)
+    monkeypatch.setattr(bench_cli, "BENCHES", fakes)
+    monkeypatch.setattr(bench_cli, "bench_settings", lambda: contextlib.nullcontext(Settings()))
+    monkeypatch.setenv("ROCKETKAFKA_BOOTSTRAP_SERVERS", "b:9092")  # a given cluster: no embedded stack is described
+    result = CliRunner().invoke(bench_cli.bench, ["all", "--scale", "0.5", "--skip", "c", "--out", str(tmp_path),
+                                                  "--markdown"])
+    assert result.exit_code == 1, result.output  # a benchmark failed
+    assert calls == ["a", "broken"]
+    assert "| `rocketkafka bench a` | raw | 5 msg/s |" in result.output
+    document = json.loads((tmp_path / "bench.json").read_text())
+    assert document["failed"] == ["broken"] and document["machine"]["broker"]["kind"] == "given"
+    assert [r["bench"] for r in document["rows"]] == ["a", "a", "broken"]
+    assert (tmp_path / "bench.png").read_bytes()[:8] == PNG_SIGNATURE
+    assert (tmp_path / "bench.md").read_text().startswith("Ran on")
+
+    shown = CliRunner().invoke(bench_cli.bench, ["show", str(tmp_path / "bench.json")])
+    assert shown.exit_code == 0, shown.output
+    assert "MISS" not in shown.output and " ok\n" in shown.output and "ERROR" in shown.output
+
+
+def test_unknown_bench_names_are_a_usage_error():
+    result = CliRunner().invoke(bench_cli.bench, ["all", "--only", "produce,nope"])
+    assert result.exit_code == 2 and "nope" in result.output
+
+
+# -- the benches' own rows -----------------------------------------------------------------------------
+def test_delay_rows_hold_issue_4s_targets():
+    from delay.bench import DelayBenchResult
+
+    result = DelayBenchResult(sent=100, received=100, p99_ms=80, forward_p99_ms=20, raw_p99_ms=40, pipe_rate=1000,
+                              forwarder_rate=700)
+    by_figure = {r.figure: r for r in result.rows()}
+    assert by_figure["end-to-end lateness p99 (receive - due)"].met is False
+    assert by_figure["end-to-end lateness p99 (receive - due)"].ratio == 2.0
+    assert by_figure["forwarder's own lateness p99 (produce - due)"].met is True
+    forwarder = by_figure["forwarder, already-due records"]
+    assert forwarder.ratio == pytest.approx(0.7) and forwarder.met and forwarder.target_text == ">= 0.6x pipe"
+
+
+def test_spark_rows_hold_issue_6s_target():
+    from spark.bench import spark_rows
+
+    figures = {"messages": 1000, "size": 100, "partitions": 8, "master": "local[2]", "raw_rows_per_s": 1000.0,
+               "spark_rows_per_s": 400.0, "spark_cold_rows_per_s": 100.0}
+    warm = spark_rows(figures)[1]
+    assert warm.ratio == 0.4 and warm.met is False and warm.target_text == ">= 0.5x raw"
+
+
+def test_every_issue_target_is_declared_once_where_its_bench_lives():
+    from delay.bench import FORWARDER_TARGET, LATENESS_TARGET
+    from facade.bench import CONSUME_TARGET, PRODUCE_TARGET
+    from txn.bench import TXN_TARGET
+
+    assert (PRODUCE_TARGET.threshold, CONSUME_TARGET.threshold, TXN_TARGET.threshold) == (0.85, 0.7, 0.3)
+    assert (LATENESS_TARGET.op, LATENESS_TARGET.threshold, FORWARDER_TARGET.threshold) == ("<", 50.0, 0.6)
+
+
+def test_readme_explains_bench_all():
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Benchmarks", 1)[1].split("\n## ", 1)[0]
+    assert "rocketkafka bench all" in section and "bench.json" in section and "bench.png" in section
