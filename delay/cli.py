@@ -7,7 +7,8 @@ Configuration comes from the environment (flags override):
 - ``ROCKETKAFKA_DELAY_LEVELS``, ``ROCKETKAFKA_DELAY_STEPS``, ``ROCKETKAFKA_DELAY_MAX_DELAY``, ...:
   the delay settings (:class:`delay.config.DelayConfig`);
 - ``ROCKETKAFKA_FORWARDER_GROUP``, ``ROCKETKAFKA_FORWARDER_CONSUMER_OPTIONS`` (JSON of
-  ``ConsumerOptions`` fields, e.g. lock timings), ``ROCKETKAFKA_FORWARDER_METRICS_PORT``.
+  ``ConsumerOptions`` fields, e.g. lock timings), ``ROCKETKAFKA_FORWARDER_METRICS_PORT``
+  (else ``ROCKETKAFKA_METRICS_PORT``): Prometheus series on ``/metrics`` (see delay.metrics).
 
 SIGTERM or SIGINT: the records in flight are finished and acknowledged, offsets are
 committed, locks released, then the process exits 0.
@@ -28,6 +29,7 @@ from delay.config import DelayConfig
 from delay.forwarder import DEFAULT_GROUP, DelayForwarder
 from facade.config import Settings
 from facade.errors import ConfigError
+from ordering.metrics import service_metrics_port
 
 
 class ForwarderSettings(BaseSettings):
@@ -52,11 +54,12 @@ def delay_forwarder(group: str | None, levels: str | None, metrics_port: int | N
         service = ForwarderSettings()
         settings = Settings.load()
         config = DelayConfig.load(levels=levels)
+        metrics_port = service_metrics_port(metrics_port, service.metrics_port)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
     consumer_options = {**service.consumer_options, **_parse_options(options)}
     forwarder = DelayForwarder(settings, config, group=group or service.group, consumer_options=consumer_options,
-                               metrics_port=metrics_port or service.metrics_port)
+                               metrics_port=metrics_port)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -87,16 +90,11 @@ def forwarder_environment(settings: Any, config: DelayConfig, consumer_options: 
     import os
 
     env = dict(os.environ if base is None else base)
+    env.update(settings.environment())
     env.update({
-        "ROCKETKAFKA_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
-        "ROCKETKAFKA_REDIS_URLS": ",".join(settings.redis_urls),
-        "ROCKETKAFKA_TOPIC_PREFIX": settings.topic_prefix,
-        "ROCKETKAFKA_REDIS_PREFIX": settings.redis_prefix,
         "ROCKETKAFKA_DELAY_LEVELS": " ".join(f"{ms}ms" for ms in config.levels),
         "ROCKETKAFKA_DELAY_PARTITIONS": str(config.partitions),
     })
     if consumer_options:
         env["ROCKETKAFKA_FORWARDER_CONSUMER_OPTIONS"] = json.dumps(consumer_options)
-    if settings.kafka:
-        env["ROCKETKAFKA_KAFKA"] = json.dumps(settings.kafka)
     return env

@@ -16,6 +16,7 @@ import click
 # Subcommands that live in other packages, loaded only when run (keeps `dev up` fast).
 _LAZY_COMMANDS = {
     "bench": ("facade.bench_cli", "bench"),
+    "chaos": ("facade.chaos.cli", "chaos"),
     "delay-forwarder": ("delay.cli", "delay_forwarder"),
     "txn-checker": ("txn.cli", "txn_checker"),
     "spark": ("spark.cli", "spark_cli"),
@@ -45,10 +46,13 @@ def _unavailable(name: str, exc: Exception) -> click.Command:
 
 @click.group(cls=_LazyGroup)
 @click.option("-v", "--verbose", count=True, help="-v info, -vv debug logging")
-def main(verbose: int) -> None:
+@click.option("--log-format", type=click.Choice(["text", "json"]), envvar="ROCKETKAFKA_LOG_FORMAT",
+              help="log lines as text or one JSON object each [ROCKETKAFKA_LOG_FORMAT or text]")
+def main(verbose: int, log_format: str | None) -> None:
     """RocketMQ semantics on Kafka: ordered consumption, delay levels, transactions, retry/DLQ."""
-    level = logging.WARNING - 10 * min(verbose, 2)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from facade.logs import configure_logging
+
+    configure_logging(logging.WARNING - 10 * min(verbose, 2), log_format)
 
 
 @main.group()

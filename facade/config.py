@@ -112,6 +112,16 @@ class Settings(BaseSettings):
         """
         return {"bootstrap.servers": self.bootstrap_servers, "logger": RDKAFKA_LOG, **self.kafka, **extra}
 
+    def environment(self) -> dict[str, str]:
+        """These settings as ``ROCKETKAFKA_*`` variables, for a service started as a subprocess."""
+        env = {"ROCKETKAFKA_BOOTSTRAP_SERVERS": self.bootstrap_servers,
+               "ROCKETKAFKA_REDIS_URLS": ",".join(self.redis_urls),
+               "ROCKETKAFKA_TOPIC_PREFIX": self.topic_prefix,
+               "ROCKETKAFKA_REDIS_PREFIX": self.redis_prefix}
+        if self.kafka:
+            env["ROCKETKAFKA_KAFKA"] = json.dumps(self.kafka)
+        return env
+
     def require_redis(self) -> list[str]:
         """The Redis URLs, or a clear error for clients that need the lock table."""
         if not self.redis_urls:

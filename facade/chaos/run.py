@@ -1,0 +1,135 @@
+"""One chaos run from start to verdict: topics, services, traffic, faults, drain, check.
+
+Everything the run creates lives under its own topic and Redis prefixes
+(``chaos-<run id>``), so runs never see each other's data on a shared cluster. The
+output directory gets each process's log and handler history, ``traffic.jsonl``
+(every acknowledged send) and ``verdict.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from facade.admin import TopicAdmin
+from facade.chaos.nemesis import Nemesis, RedisControl
+from facade.chaos.plan import ChaosPlan, Kind
+from facade.chaos.processes import Managed, child_environment, python_module
+from facade.chaos.traffic import Traffic
+from facade.chaos.verdict import Verdict, judge
+from facade.chaos.worker import WorkerSpec
+from facade.config import Settings
+from facade.testing.history import HandlerCall, History
+
+Say = Callable[[str], None]
+
+
+def run_chaos(base: Settings, plan: ChaosPlan, out: Path, redis: RedisControl | None = None,
+              say: Say = print) -> Verdict:
+    """Run ``plan`` against the cluster of ``base``; ``redis`` lets the nemesis stop Redis nodes."""
+    from delay.config import DelayConfig, configure
+
+    out.mkdir(parents=True, exist_ok=True)
+    settings = base.model_copy(update={"topic_prefix": f"{base.topic_prefix}.chaos-{plan.run_id}",
+                                       "redis_prefix": f"{base.redis_prefix}:chaos-{plan.run_id}"})
+    delay_config = DelayConfig(levels=plan.delay_levels, partitions=plan.partitions)
+    configure(delay_config)  # this process's delayed sends use the forwarders' levels
+    TopicAdmin(settings).create_many({plan.topic(k): plan.partitions for k in Kind})
+    say(f"chaos run {plan.run_id}: {plan.duration:.0f} s of traffic, a fault every {plan.fault_interval:.0f} s "
+        f"({', '.join(f.value for f in plan.faults)}); output in {out}")
+
+    consumers = [_consumer(settings, plan, kind, i, out) for kind in Kind for i in range(plan.consumers_per_kind)]
+    forwarders = [_forwarder(settings, plan, delay_config, i, out) for i in range(plan.forwarders)]
+    checker = _checker(settings, plan, out)
+    services = [*consumers, *forwarders, checker]
+    traffic = None
+    try:
+        for s in services:
+            s.start()
+        for s in services:
+            s.wait_ready()
+        say(f"started {len(consumers)} consumers, {len(forwarders)} forwarders and the checker")
+        traffic = Traffic(settings, plan).start()
+        nemesis = Nemesis(plan, consumers, forwarders, checker, redis, say).start()
+        _progress(plan.duration, out, traffic, say)
+        nemesis.stop()
+        traffic.stop()
+        traffic_end = time.time()
+        if traffic.errors:
+            raise RuntimeError(f"traffic failed: {traffic.errors[0]!r}")
+        _drain(traffic, out, plan.drain_timeout, say)
+        time.sleep(2.0)  # a late duplicate would show now
+    finally:
+        if traffic is not None:
+            traffic.stop()
+            traffic.close()
+        for s in services:
+            s.stop()
+        configure(None)
+    traffic.log.save(out / "traffic.jsonl")
+    delivered, handled = _histories(out, "delivered"), _histories(out, "handled")
+    verdict = judge(traffic.log.sent, traffic.log.failed, delivered, handled, nemesis.events, traffic_end)
+    (out / "verdict.json").write_text(json.dumps({"plan": json.loads(plan.model_dump_json()), **verdict.as_dict()},
+                                                 indent=2))
+    return verdict
+
+
+def _consumer(settings: Settings, plan: ChaosPlan, kind: Kind, index: int, out: Path) -> Managed:
+    name = f"{kind.value}-{index}"
+    spec = WorkerSpec(name=name, kind=kind, group=plan.group(kind), topic=plan.topic(kind),
+                      settings=settings.model_dump(), options=plan.consumer_options(), directory=str(out),
+                      consuming_ttl_ms=plan.consuming_ttl_ms)
+    return Managed(name, f"consumer:{kind.value}", python_module("facade.chaos.worker", spec.model_dump_json()),
+                   child_environment({}), out, "ready")
+
+
+def _forwarder(settings: Settings, plan: ChaosPlan, config, index: int, out: Path) -> Managed:
+    from delay.cli import forwarder_environment
+
+    env = forwarder_environment(settings, config, plan.consumer_options(), base=child_environment({}))
+    return Managed(f"forwarder-{index}", "forwarder", python_module("facade.cli", "delay-forwarder"), env, out,
+                   "running")
+
+
+def _checker(settings: Settings, plan: ChaosPlan, out: Path) -> Managed:
+    o = plan.consumer_options()
+    argv = python_module("facade.cli", "txn-checker", "--timeout-ms", str(plan.txn_timeout_ms),
+                         "--interval-ms", str(plan.txn_check_interval_ms), "--half-partitions", str(plan.partitions),
+                         "--lock-lease-ms", str(o["lock_lease_ms"]),
+                         "--lock-renew-interval-ms", str(o["lock_renew_interval_ms"]),
+                         "--lock-client-expiry-ms", str(o["lock_client_expiry_ms"]),
+                         "--heartbeat-interval-ms", str(o["heartbeat_interval_ms"]),
+                         "--member-timeout-ms", str(o["member_timeout_ms"]))
+    return Managed("checker", "checker", argv, child_environment(settings.environment()), out, "running")
+
+
+def _histories(out: Path, view: str) -> dict[str, list[HandlerCall]]:
+    return {k.value: History.load(sorted(out.glob(f"{k.value}-*.{view}.jsonl"))) for k in Kind}
+
+
+def _handled_ids(out: Path) -> set[str]:
+    return {c.msg_id for calls in _histories(out, "handled").values() for c in calls}
+
+
+def _progress(duration: float, out: Path, traffic: Traffic, say: Say) -> None:
+    started = time.monotonic()
+    while (left := duration - (time.monotonic() - started)) > 0:
+        time.sleep(min(10.0, left))
+        say(f"  {time.monotonic() - started:5.0f} s: {len(traffic.log.sent):,} sent, "
+            f"{len(_handled_ids(out)):,} handled")
+
+
+def _drain(traffic: Traffic, out: Path, timeout: float, say: Say) -> None:
+    """Wait until every message that must arrive has been handled, or ``timeout``."""
+    expected = {s.msg_id for s in traffic.log.sent if s.expected}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        missing = expected - _handled_ids(out)
+        if not missing:
+            say(f"  drained: all {len(expected):,} expected messages handled")
+            return
+        say(f"  draining: {len(missing):,} of {len(expected):,} still to come")
+        time.sleep(2.0)
+    say(f"  drain timed out after {timeout:.0f} s")

@@ -1,0 +1,90 @@
+"""One chaos consumer process: a PushConsumer for one kind of traffic, recording what its handlers saw.
+
+Run as ``python -m facade.chaos.worker '<json>'`` (see :class:`WorkerSpec`). Every
+delivery to the listener is recorded twice over: ``<name>.delivered.jsonl`` before the
+idempotent-consume helper (what RocketMQ's at-least-once delivery gives) and
+``<name>.handled.jsonl`` inside it (what the application's code ran). Prints ``ready``
+once started; SIGTERM shuts down gracefully. SIGKILL and SIGSTOP are sent by the nemesis.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+from pydantic import BaseModel
+
+from facade.chaos.plan import Kind
+from facade.config import Settings
+from facade.testing.history import History
+
+
+class WorkerSpec(BaseModel):
+    """Everything a worker needs, passed as one JSON argument."""
+
+    name: str
+    kind: Kind
+    group: str
+    topic: str
+    settings: dict  # Settings fields
+    options: dict  # ConsumerOptions fields
+    directory: str
+    consuming_ttl_ms: int
+    handler_ms: float = 2.0
+
+
+def consumer_mode(kind: Kind) -> dict:
+    """PushConsumer arguments per kind: orderly by partition, orderly by key, or concurrent."""
+    if kind is Kind.ORDERLY:
+        return {"orderly": True, "order_key": "partition"}
+    if kind is Kind.KEYED:
+        return {"orderly": True, "order_key": "key"}
+    return {"orderly": False}
+
+
+def main(spec: WorkerSpec) -> None:
+    from ordering.idempotent import IdempotentConsumer
+    from ordering.push_consumer import PushConsumer
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format=f"%(asctime)s {spec.name} %(threadName)s %(levelname)s %(name)s: %(message)s")
+    mode = consumer_mode(spec.kind)
+    consumer = PushConsumer(spec.group, settings=Settings(**spec.settings), orderly=mode["orderly"],
+                            instance_name=f"{spec.name}@{os.getpid()}",
+                            **{**spec.options, **{k: v for k, v in mode.items() if k != "orderly"}})
+    delivered = History(os.path.join(spec.directory, f"{spec.name}.delivered.jsonl"))
+    handled = History(os.path.join(spec.directory, f"{spec.name}.handled.jsonl"))
+    pause = spec.handler_ms / 1000
+
+    def key_of(msg) -> str | None:
+        return msg.key.decode() if msg.key else None
+
+    def application(msg) -> None:
+        with handled.handler_call(spec.name, msg, key_of(msg)):
+            time.sleep(pause)
+
+    once = IdempotentConsumer(consumer, application, consuming_ttl_ms=spec.consuming_ttl_ms)
+
+    def listener(msg):
+        with delivered.handler_call(spec.name, msg, key_of(msg)):
+            return once(msg)
+
+    consumer.subscribe(spec.topic, listener)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    consumer.start()
+    print("ready", flush=True)
+    while not stop.wait(0.2):
+        pass
+    consumer.shutdown()
+    once.close()
+    delivered.close()
+    handled.close()
+
+
+if __name__ == "__main__":
+    main(WorkerSpec.model_validate_json(sys.argv[1]))
