@@ -12,15 +12,17 @@ import threading
 from bisect import bisect_left
 from collections import deque
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+
+from facade.metrics_endpoint import MetricsEndpoint
 
 #: Lateness buckets (ms): the target is p99 < 50 ms.
 LATENESS_BUCKETS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 30_000)
 _HOP = -(1 << 62)  # marks a re-route in the event deque (lateness values are > this)
 
 
-class ForwarderMetrics:
+class ForwarderMetrics(MetricsEndpoint):
     """Forwarded, re-routed and dead-lettered counts and lateness (forwarding time - due time, ms).
 
     Series: ``rocketkafka_delay_forwarded_total``, ``rocketkafka_delay_rerouted_total``,
@@ -37,8 +39,6 @@ class ForwarderMetrics:
         self.counts = {"forwarded": 0, "rerouted": 0, "dead_lettered": 0}
         self.registry = CollectorRegistry()
         self.registry.register(self)
-        self._server = None
-        self.port: int | None = None
 
     # -- hot path (any thread) ---------------------------------------------------------
     def on_forward(self, late_ms: int) -> None:
@@ -91,17 +91,3 @@ class ForwarderMetrics:
             cumulative.append((bound, running))
         yield HistogramMetricFamily("rocketkafka_delay_lateness_seconds", "forwarding time minus due time",
                                     buckets=cumulative, sum_value=total / 1000)
-
-    def serve(self, port: int, addr: str = "0.0.0.0") -> int:
-        """Expose the registry on ``http://addr:port/metrics``; returns the port (``0`` picks a free one)."""
-        if self._server is None:
-            self._server, _ = start_http_server(port, addr=addr, registry=self.registry)
-            self.port = self._server.server_address[1]
-        return self.port
-
-    def close(self) -> None:
-        """Stop serving (the registry stays readable)."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None

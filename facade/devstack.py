@@ -24,8 +24,10 @@ import stat
 import subprocess
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from facade.config import state_dir
 from facade.errors import StackError
@@ -113,6 +115,7 @@ class DevStack:
         self.broker: Node | None = None
         self.redis: list[Node] = []
         self._procs: dict[int, subprocess.Popen] = {}
+        self._spawner: ThreadPoolExecutor | None = None
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> DevStack:
@@ -141,6 +144,9 @@ class DevStack:
             if proc is not None:
                 proc.wait(timeout=5)
         self.broker, self.redis, self._procs = None, [], {}
+        if self._spawner is not None:
+            self._spawner.shutdown()
+            self._spawner = None
 
     def __enter__(self) -> DevStack:
         return self.start()
@@ -183,18 +189,25 @@ class DevStack:
     # -- internals -----------------------------------------------------------------
     def _spawn(self, args: list[str], log_name: str) -> subprocess.Popen:
         out = open(self.workdir / log_name, "ab")
-        proc = subprocess.Popen(
-            args,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=self.workdir,
-            preexec_fn=_die_with_parent if self.attached else None,
-            start_new_session=not self.attached,
-        )
-        out.close()
+        try:
+            if self.attached:
+                # PDEATHSIG fires when the *thread* that forked the child ends, not the process: a node
+                # restarted from a short-lived thread (a fault injector) would die with that thread.
+                # So one thread that lives as long as the stack forks every child.
+                if self._spawner is None:
+                    self._spawner = ThreadPoolExecutor(1, thread_name_prefix="devstack-spawner")
+                proc = self._spawner.submit(self._popen, args, out).result()
+            else:
+                proc = self._popen(args, out)
+        finally:
+            out.close()
         self._procs[proc.pid] = proc
         return proc
+
+    def _popen(self, args: list[str], out: Any) -> subprocess.Popen:
+        return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.workdir,
+                                preexec_fn=_die_with_parent if self.attached else None,
+                                start_new_session=not self.attached)
 
     def _start_broker(self) -> Node:
         port = free_port()

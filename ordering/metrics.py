@@ -26,10 +26,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from facade.metrics_endpoint import MetricsEndpoint
 
 TP = tuple[str, int]
 _PARTITION_LABELS = ["group", "topic", "partition"]
@@ -65,7 +66,7 @@ class PartitionSample:
     consumed: int  # since this process started, over every time it owned the partition
 
 
-class ConsumerMetrics:
+class ConsumerMetrics(MetricsEndpoint):
     """The Prometheus collector of one consumer; see the module docstring for the series.
 
     Parameters:
@@ -83,8 +84,6 @@ class ConsumerMetrics:
         self._retired: dict[TP, int] = {}  # records handled under earlier ownerships (poll thread only)
         self._copies: Callable[[], dict[tuple[str, str], int]] = dict
         self._locks_lost: Callable[[], int] = lambda: 0
-        self._server: Any = None
-        self.port: int | None = None
         self.registry = CollectorRegistry()
         self.registry.register(self)
 
@@ -147,19 +146,3 @@ class ConsumerMetrics:
                                     "a renewal failed or came too late", labels=["group"])
         renew.add_metric([group], self._locks_lost())
         yield renew
-
-    # -- serving -----------------------------------------------------------------------
-    def serve(self, port: int, addr: str = "0.0.0.0") -> int:
-        """Expose the registry on ``http://addr:port/metrics``; returns the port (``0`` picks a free one)."""
-        if self._server is not None:
-            return self.port
-        self._server, _ = start_http_server(port, addr=addr, registry=self.registry)
-        self.port = self._server.server_address[1]
-        return self.port
-
-    def close(self) -> None:
-        """Stop serving (the registry stays readable)."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None

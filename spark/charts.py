@@ -1,17 +1,17 @@
 """The lateness histogram as a PNG: matplotlib when installed, else a small built-in renderer.
 
 matplotlib is not a dependency of rocketkafka; without it the chart is drawn
-with :mod:`zlib` and a 3x5 pixel font (grouped bars per delay level, a legend,
-bucket labels and the y-axis maximum), enough to read the shape of the tail.
+with :mod:`facade.png` (zlib and a 3x5 pixel font): grouped bars per delay level, a legend,
+bucket labels and the y-axis maximum, enough to read the shape of the tail.
 """
 
 from __future__ import annotations
 
-import struct
-import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from facade.png import Canvas
 
 _PALETTE = [(31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189), (140, 86, 75),
             (227, 119, 194), (127, 127, 127), (188, 189, 34), (23, 190, 207)]
@@ -46,60 +46,12 @@ def lateness_chart(histogram: Sequence[Mapping[str, Any]], buckets: Sequence[str
     return path
 
 
-# -- the fallback renderer ---------------------------------------------------------------------
-_FONT = {  # 3x5 glyphs, rows top to bottom, '#' = ink
-    "0": "###,#.#,#.#,#.#,###", "1": ".#.,##.,.#.,.#.,###", "2": "###,..#,###,#..,###", "3": "###,..#,.##,..#,###",
-    "4": "#.#,#.#,###,..#,..#", "5": "###,#..,###,..#,###", "6": "###,#..,###,#.#,###", "7": "###,..#,..#,.#.,.#.",
-    "8": "###,#.#,###,#.#,###", "9": "###,#.#,###,..#,###", "a": ".#.,#.#,###,#.#,#.#", "b": "##.,#.#,##.,#.#,##.",
-    "c": "###,#..,#..,#..,###", "d": "##.,#.#,#.#,#.#,##.", "e": "###,#..,##.,#..,###", "f": "###,#..,##.,#..,#..",
-    "g": "###,#..,#.#,#.#,###", "h": "#.#,#.#,###,#.#,#.#", "i": "###,.#.,.#.,.#.,###", "j": "..#,..#,..#,#.#,###",
-    "k": "#.#,#.#,##.,#.#,#.#", "l": "#..,#..,#..,#..,###", "m": "#.#,###,###,#.#,#.#", "n": "##.,#.#,#.#,#.#,#.#",
-    "o": "###,#.#,#.#,#.#,###", "p": "###,#.#,###,#..,#..", "q": "###,#.#,#.#,###,..#", "r": "##.,#.#,##.,#.#,#.#",
-    "s": "###,#..,###,..#,###", "t": "###,.#.,.#.,.#.,.#.", "u": "#.#,#.#,#.#,#.#,###", "v": "#.#,#.#,#.#,#.#,.#.",
-    "w": "#.#,#.#,###,###,#.#", "x": "#.#,#.#,.#.,#.#,#.#", "y": "#.#,#.#,.#.,.#.,.#.", "z": "###,..#,.#.,#..,###",
-    "<": "..#,.#.,#..,.#.,..#", ">": "#..,.#.,..#,.#.,#..", "=": "...,###,...,###,...", "-": "...,...,###,...,...",
-    "(": ".#.,#..,#..,#..,.#.", ")": ".#.,..#,..#,..#,.#.", ".": "...,...,...,...,.#.", ":": "...,.#.,...,.#.,...",
-    " ": "...,...,...,...,...", "%": "#.#,..#,.#.,#..,#.#", "/": "..#,..#,.#.,#..,#..",
-}
-
-
-class _Canvas:
-    def __init__(self, width: int, height: int) -> None:
-        self.width, self.height = width, height
-        self.pixels = bytearray(b"\xff" * (width * height * 3))
-
-    def rect(self, x0: int, y0: int, x1: int, y1: int, color: tuple[int, int, int]) -> None:
-        x0, x1 = max(0, min(x0, x1)), min(self.width, max(x0, x1))
-        y0, y1 = max(0, min(y0, y1)), min(self.height, max(y0, y1))
-        row = bytes(color) * (x1 - x0)
-        for y in range(y0, y1):
-            start = (y * self.width + x0) * 3
-            self.pixels[start:start + len(row)] = row
-
-    def text(self, x: int, y: int, text: str, scale: int = 2, color: tuple[int, int, int] = (0, 0, 0)) -> None:
-        for ch in text.lower():
-            glyph = _FONT.get(ch, _FONT[" "])
-            for gy, line in enumerate(glyph.split(",")):
-                for gx, cell in enumerate(line):
-                    if cell == "#":
-                        self.rect(x + gx * scale, y + gy * scale, x + (gx + 1) * scale, y + (gy + 1) * scale, color)
-            x += 4 * scale
-
-    def png(self) -> bytes:
-        raw = b"".join(b"\x00" + bytes(self.pixels[y * self.width * 3:(y + 1) * self.width * 3]) for y in range(self.height))
-
-        def chunk(kind: bytes, data: bytes) -> bytes:
-            return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-        header = struct.pack(">IIBBBBB", self.width, self.height, 8, 2, 0, 0, 0)
-        return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b"")
-
-
+# -- the fallback renderer: facade.png's canvas and 3x5 font ------------------------------------
 def _draw_png(levels: list[int], buckets: Sequence[str], counts: dict[tuple[int, str], int], path: Path) -> None:
     group = max(60, 14 * max(len(levels), 1) + 16)
     left, right, top, bottom = 70, 150, 40, 60
     width, height = left + group * max(len(buckets), 1) + right, 360
-    canvas = _Canvas(width, height)
+    canvas = Canvas(width, height)
     peak = max(counts.values(), default=0) or 1
     plot_h = height - top - bottom
     canvas.text(left, 12, "delay lateness per level: messages per bucket (ms)")

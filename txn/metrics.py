@@ -21,22 +21,22 @@ The checker's loop only bumps integers it kept anyway; everything else is comput
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from facade.metrics_endpoint import MetricsEndpoint
 
 if TYPE_CHECKING:
     from txn.checker import TransactionChecker
 
 
-class CheckerMetrics:
+class CheckerMetrics(MetricsEndpoint):
     """The collector of one checker, in its own :class:`~prometheus_client.CollectorRegistry` (:attr:`registry`)."""
 
     def __init__(self, checker: TransactionChecker) -> None:
         self.checker = checker
-        self._server: Any = None
-        self.port: int | None = None
         self.registry = CollectorRegistry()
         self.registry.register(self)
 
@@ -74,17 +74,3 @@ class CheckerMetrics:
         for p in range(self.checker.half_partitions):
             owned.add_metric([str(p)], 1 if p in mine else 0)
         yield owned
-
-    def serve(self, port: int, addr: str = "0.0.0.0") -> int:
-        """Expose the registry on ``http://addr:port/metrics``; returns the port (``0`` picks a free one)."""
-        if self._server is None:
-            self._server, _ = start_http_server(port, addr=addr, registry=self.registry)
-            self.port = self._server.server_address[1]
-        return self.port
-
-    def close(self) -> None:
-        """Stop serving."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None

@@ -87,16 +87,16 @@ class Nemesis:
         if fault in (Fault.KILL_CONSUMER, Fault.PAUSE_CONSUMER):
             victim = self._rng.choice(self.consumers)
             affects = [victim.role.split(":", 1)[1]]
-        elif fault is Fault.KILL_FORWARDER:
+        elif fault in (Fault.KILL_FORWARDER, Fault.PAUSE_FORWARDER):
             victim, affects = self._rng.choice(self.forwarders), ["delayed"]
-        elif fault is Fault.KILL_CHECKER:
+        elif fault in (Fault.KILL_CHECKER, Fault.PAUSE_CHECKER):
             victim, affects = self.checker, ["txn"]
         else:
             victim, affects = None, ["orderly", "keyed", "delayed", "txn"]
         index = self._rng.randrange(self.redis.nodes) if victim is None else -1
         event = FaultEvent(fault.value, victim.name if victim else f"redis-{index}", affects, time.time())
         try:
-            if fault is Fault.PAUSE_CONSUMER:
+            if fault in (Fault.PAUSE_CONSUMER, Fault.PAUSE_FORWARDER, Fault.PAUSE_CHECKER):
                 victim.pause()
                 time.sleep(p.pause_s)
                 victim.resume()

@@ -23,7 +23,9 @@ class Fault(str, enum.Enum):
     KILL_CONSUMER = "kill-consumer"  # SIGKILL a consumer process, start a new one
     PAUSE_CONSUMER = "pause-consumer"  # SIGSTOP a consumer past its lock expiry, then SIGCONT
     KILL_FORWARDER = "kill-forwarder"  # SIGKILL a delay forwarder, start a new one
+    PAUSE_FORWARDER = "pause-forwarder"  # SIGSTOP a delay forwarder past its lock expiry, then SIGCONT
     KILL_CHECKER = "kill-checker"  # SIGKILL the transaction checker, start a new one
+    PAUSE_CHECKER = "pause-checker"  # SIGSTOP the transaction checker past its lock expiry, then SIGCONT
     REDIS_DOWN = "redis-down"  # stop one of the Redis nodes, start it again later
 
 
@@ -44,7 +46,7 @@ class ChaosPlan(BaseModel):
     delay_levels: str = "1s 2s 5s 10s"
     delays_s: list[float] = Field(default_factory=lambda: [1.0, 2.0, 3.7, 5.0, 0.4],
                                   description="deliver-at distances: levels and arbitrary times")
-    pause_s: float = Field(5.0, gt=0, description="how long a SIGSTOPped consumer stays stopped")
+    pause_s: float = Field(5.0, gt=0, description="how long a SIGSTOPped process stays stopped")
     restart_after_s: float = Field(1.0, ge=0, description="how long a killed process stays dead")
     redis_down_s: float = Field(8.0, gt=0)
     drain_timeout: float = Field(120.0, gt=0, description="seconds to wait for the last messages after traffic")

@@ -251,7 +251,7 @@ def _counts_for(fault: FaultEvent, s: Sent) -> bool:
         return False
     if s.fate is None:
         return True
-    return (s.fate == "unknown-commit") == (fault.fault == "kill-checker")
+    return (s.fate == "unknown-commit") == fault.fault.endswith("-checker")
 
 
 def _total(kinds: Mapping[str, KindVerdict]) -> dict[str, Any]:

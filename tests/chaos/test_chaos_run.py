@@ -24,7 +24,7 @@ def test_sixty_second_chaos_run_loses_nothing_and_keeps_order(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ROCKETKAFKA_")}
     env["ROCKETKAFKA_HOME"] = str(tmp_path / "home")  # never the user's recorded dev stack
     out = tmp_path / "chaos"
-    done = subprocess.run([sys.executable, "-m", "facade.cli", "chaos", "--duration", "60", "--fault-interval", "10",
+    done = subprocess.run([sys.executable, "-m", "facade.cli", "chaos", "--duration", "60", "--fault-interval", "8",
                            "--out", str(out)], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     print(done.stdout[-6000:])
     verdict = json.loads((out / "verdict.json").read_text())

@@ -6,11 +6,15 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 import redis
 from confluent_kafka.admin import AdminClient
+
+from facade.devstack import DevStack
 
 pytestmark = pytest.mark.integration
 
@@ -62,3 +66,14 @@ def test_attached_stack_dies_with_its_parent(tmp_path):
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_alive(p) for p in pids)
+
+
+def test_a_node_restarted_from_a_short_lived_thread_outlives_that_thread(tmp_path):
+    """PDEATHSIG follows the forking *thread*: a fault injector's restart must not die when its thread ends."""
+    with DevStack(redis_nodes=1, workdir=tmp_path) as stack:
+        stack.stop_redis(0)
+        restart = threading.Thread(target=stack.start_redis, args=(0,))
+        restart.start()
+        restart.join()
+        time.sleep(0.5)
+        assert redis.Redis.from_url(stack.redis_urls[0], socket_timeout=2).ping()
