@@ -58,7 +58,7 @@ def render(verdict: Verdict) -> str:
         rto = "not recovered" if f.rtoTime is None else f"rtoTime {f.rtoTime:,} ms"
         lines.append(f"  {f.fault:<15} {f.target:<12} {healed:<18} {rto}")
     if not verdict.faults:
-        lines.append("  (none: the run was shorter than one fault interval)")
+        lines.append("  (none injected: no faults chosen, or the run was shorter than one fault interval)")
     lines.append("")
     lines.append("PASSED" if verdict.passed else "FAILED:\n  " + "\n  ".join(verdict.violations))
     return "\n".join(lines)
