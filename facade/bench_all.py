@@ -11,7 +11,6 @@ partitions and thread counts are never scaled: the targets are stated for them.
 from __future__ import annotations
 
 import importlib.metadata
-import os
 import subprocess
 import threading
 import time
@@ -190,7 +189,3 @@ def _redis_version() -> str:
     # "Redis server v=7.2.4 sha=..." -> "7.2.4"
     return next((part[2:] for part in out.split() if part.startswith("v=")), "?")
 
-
-def embedded_stack_requested() -> bool:
-    """True when no cluster is given, so ``bench_settings`` starts an embedded stack."""
-    return not os.environ.get("ROCKETKAFKA_BOOTSTRAP_SERVERS")

@@ -15,23 +15,18 @@ from typing import Any
 
 import click
 
-from facade.bench_all import BENCHES, embedded_stack_requested
+from facade.bench_all import BENCHES
 from facade.bench_report import print_rows
 from facade.bench_rows import BenchRow
 from facade.config import Settings
+from facade.devstack import cluster_given, given_or_embedded
 
 
 @contextlib.contextmanager
 def bench_settings() -> Iterator[Settings]:
     """Settings of the given cluster, or of an embedded stack that lives for the benchmark."""
-    if not embedded_stack_requested():
-        yield Settings.load()
-        return
-    from facade.devstack import DevStack
-
-    with DevStack(redis_nodes=3) as stack:
-        click.echo(f"embedded stack: broker {stack.bootstrap_servers}, {len(stack.redis_urls)} Redis nodes")
-        yield Settings(bootstrap_servers=stack.bootstrap_servers, redis_urls=stack.redis_urls)
+    with given_or_embedded(say=click.echo) as (settings, _stack):
+        yield settings
 
 
 @click.group()
@@ -156,7 +151,7 @@ def all_cmd(scale: float, only: list[str], skip: list[str], out: Path, markdown:
     names = select(only, skip)
     if not names:
         raise click.UsageError("--only/--skip leave no benchmark to run")
-    embedded = embedded_stack_requested()
+    embedded = not cluster_given()
     with bench_settings() as settings:
         machine = machine_info(broker_info(settings, embedded))
 

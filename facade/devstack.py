@@ -13,6 +13,7 @@ addresses.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib.resources
 import json
@@ -24,12 +25,13 @@ import stat
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from facade.config import state_dir
+from facade.config import Settings, state_dir
 from facade.errors import StackError
 
 log = logging.getLogger(__name__)
@@ -227,6 +229,26 @@ class DevStack:
         proc = self._spawn(args, f"redis-{index}.log")
         _wait_port(port, 10, f"redis node {index}", proc)
         return Node("redis", port, proc.pid, args)
+
+
+def cluster_given() -> bool:
+    """Whether ``ROCKETKAFKA_BOOTSTRAP_SERVERS`` names a cluster to use instead of an embedded stack."""
+    return bool(os.environ.get("ROCKETKAFKA_BOOTSTRAP_SERVERS"))
+
+
+@contextlib.contextmanager
+def given_or_embedded(redis_nodes: int = 3, say: Callable[[str], Any] = print) -> Iterator[tuple[Settings, DevStack | None]]:
+    """The cluster of the ``ROCKETKAFKA_*`` settings, else a private embedded stack living for the block.
+
+    Yields the settings and the stack (``None`` for a given cluster), for commands such as
+    ``bench``, ``chaos`` and ``spark bench`` that must run with nothing set up beforehand.
+    """
+    if cluster_given():
+        yield Settings.load(), None
+        return
+    with DevStack(redis_nodes=redis_nodes) as stack:
+        say(f"embedded stack: broker {stack.bootstrap_servers}, {len(stack.redis_urls)} Redis node(s)")
+        yield Settings(bootstrap_servers=stack.bootstrap_servers, redis_urls=stack.redis_urls), stack
 
 
 def _alive(pid: int, proc: subprocess.Popen | None) -> bool:

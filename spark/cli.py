@@ -121,14 +121,13 @@ def audit_txn_command(topic_prefix: str | None, real_topics: tuple[str, ...], bo
 
 @contextlib.contextmanager
 def _broker(bootstrap_servers: str | None) -> Iterator[str]:
-    if bootstrap_servers or os.environ.get("ROCKETKAFKA_BOOTSTRAP_SERVERS"):
-        yield _bootstrap(bootstrap_servers)
+    if bootstrap_servers:
+        yield bootstrap_servers
         return
-    from facade.devstack import DevStack
+    from facade.devstack import given_or_embedded
 
-    with DevStack(redis_nodes=1) as stack:
-        click.echo(f"embedded broker {stack.bootstrap_servers}")
-        yield stack.bootstrap_servers
+    with given_or_embedded(redis_nodes=1, say=click.echo) as (settings, _stack):
+        yield settings.bootstrap_servers
 
 
 @spark_cli.command("bench")

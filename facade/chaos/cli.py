@@ -2,32 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import click
 
 from facade.chaos.plan import ChaosPlan, Fault
-
-
-@contextlib.contextmanager
-def _cluster() -> Iterator[tuple]:
-    """The given cluster (no Redis faults: we cannot restart its nodes), else a private embedded stack."""
-    from facade.chaos.nemesis import RedisControl
-    from facade.config import Settings
-
-    if os.environ.get("ROCKETKAFKA_BOOTSTRAP_SERVERS"):
-        yield Settings.load(), None
-        return
-    from facade.devstack import DevStack
-
-    with DevStack(redis_nodes=3) as stack:
-        click.echo(f"embedded stack: broker {stack.bootstrap_servers}, {len(stack.redis_urls)} Redis nodes")
-        yield (Settings(bootstrap_servers=stack.bootstrap_servers, redis_urls=stack.redis_urls),
-               RedisControl(len(stack.redis_urls), stack.stop_redis, stack.start_redis))
 
 
 @click.command("chaos")
@@ -42,8 +22,10 @@ def _cluster() -> Iterator[tuple]:
 def chaos(duration: float, fault_interval: float, faults: str, seed: int, rate_scale: float, out: Path | None) -> None:
     """Run orderly, key-ordered, delayed and transactional traffic while killing, stopping and restarting
     consumers, forwarders, the checker and a Redis node; then check the history and print the figures."""
+    from facade.chaos.nemesis import RedisControl
     from facade.chaos.report import render
     from facade.chaos.run import run_chaos
+    from facade.devstack import given_or_embedded
 
     try:
         chosen = [Fault(f.strip()) for f in faults.split(",") if f.strip()]
@@ -52,7 +34,9 @@ def chaos(duration: float, fault_interval: float, faults: str, seed: int, rate_s
     plan = ChaosPlan(duration=duration, fault_interval=fault_interval, faults=chosen, seed=seed)
     plan.rates = {kind: rate * rate_scale for kind, rate in plan.rates.items()}
     out = out or Path("chaos-results") / f"{time.strftime('%Y%m%d-%H%M%S')}-{plan.run_id}"
-    with _cluster() as (settings, redis):
+    with given_or_embedded(say=click.echo) as (settings, stack):
+        # a given cluster's Redis nodes cannot be restarted from here
+        redis = RedisControl(len(stack.redis_urls), stack.stop_redis, stack.start_redis) if stack else None
         if redis is None and Fault.REDIS_DOWN in chosen:
             click.echo("note: a given cluster's Redis nodes cannot be restarted from here; no redis-down faults")
         verdict = run_chaos(settings, plan, out, redis, say=click.echo)

@@ -14,8 +14,8 @@ pytestmark = pytest.mark.integration
 
 def test_bench_all_writes_figures_with_raw_ratios(rk_settings, monkeypatch, tmp_path):
     # the session's broker and Redis nodes, given as a cluster: no second embedded stack
-    monkeypatch.setenv("ROCKETKAFKA_BOOTSTRAP_SERVERS", rk_settings.bootstrap_servers)
-    monkeypatch.setenv("ROCKETKAFKA_REDIS_URLS", ",".join(rk_settings.redis_urls))
+    for name, value in rk_settings.environment().items():
+        monkeypatch.setenv(name, value)
     result = CliRunner().invoke(bench, ["all", "--scale", "0.02", "--only", "produce,consume", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert "[1/2] produce: running" in result.output and "[2/2] consume: done" in result.output

@@ -38,9 +38,7 @@ SCAN_10K_MS = 1500
 
 
 def _env(settings) -> dict[str, str]:
-    return {**os.environ, "ROCKETKAFKA_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
-            "ROCKETKAFKA_REDIS_URLS": ",".join(settings.redis_urls), "ROCKETKAFKA_TOPIC_PREFIX": settings.topic_prefix,
-            "ROCKETKAFKA_REDIS_PREFIX": settings.redis_prefix}
+    return {**os.environ, **settings.environment()}
 
 
 def _half_ends(read_topic, topic: str) -> dict[int, int]:
