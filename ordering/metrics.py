@@ -109,10 +109,6 @@ class ConsumerMetrics(MetricsEndpoint):
         self.publish({tp: PartitionSample(None, 0, None, n) for tp, n in self._retired.items()})
 
     # -- readers -----------------------------------------------------------------------
-    def snapshot(self) -> dict[TP, PartitionSample]:
-        """The last published samples."""
-        return dict(self._partitions)
-
     def collect(self) -> Iterator[Metric]:
         """The Prometheus collector protocol."""
         group, partitions = self.group, self._partitions

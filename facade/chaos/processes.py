@@ -27,7 +27,6 @@ class Managed:
     directory: Path
     ready_marker: str
     proc: subprocess.Popen | None = None
-    starts: int = 0
     _log_offset: int = field(default=0, repr=False)
 
     @property
@@ -40,7 +39,6 @@ class Managed:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(self.argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL)
-        self.starts += 1
         return self
 
     def wait_ready(self, timeout: float = 60.0) -> None:

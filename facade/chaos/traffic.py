@@ -73,10 +73,6 @@ class TrafficLog:
             rows = [asdict(s) for s in self.sent]
         path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
 
-    @staticmethod
-    def load(path: Path) -> list[Sent]:
-        return [Sent(**json.loads(line)) for line in path.read_text().splitlines() if line]
-
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000

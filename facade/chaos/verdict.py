@@ -111,15 +111,15 @@ def judge(sent: Iterable[Sent], failed: Mapping[str, int], delivered: Mapping[st
     for s in sent:
         by_kind[s.kind].append(s)
     kinds = sorted(set(by_kind) | set(delivered) | set(handled))
-    verdicts = {k: _judge_kind(k, by_kind[k], failed.get(k, 0), delivered.get(k, []), handled.get(k, []))
-                for k in kinds}
     firsts = {k: _first_delivery(delivered.get(k, [])) for k in kinds}
+    verdicts = {k: _judge_kind(k, by_kind[k], failed.get(k, 0), delivered.get(k, []), handled.get(k, []), firsts[k])
+                for k in kinds}
     recoveries = _recoveries(list(faults), traffic_end, by_kind, firsts)
     return Verdict(verdicts, recoveries, _total(verdicts))
 
 
 def _judge_kind(kind: str, sent: list[Sent], failed: int, delivered: list[HandlerCall],
-                handled: list[HandlerCall]) -> KindVerdict:
+                handled: list[HandlerCall], first: dict[str, HandlerCall]) -> KindVerdict:
     sent_ids = {s.msg_id: s for s in sent}
     expected = {m for m, s in sent_ids.items() if s.expected}
     rolled_back = {m for m, s in sent_ids.items() if not s.expected}
@@ -137,7 +137,6 @@ def _judge_kind(kind: str, sent: list[Sent], failed: int, delivered: list[Handle
         atMostOnce=dup_after == 0, atLeastOnce=not lost, exactlyOnce=dup_after == 0 and not lost)
     v.examples["lost"] = lost[:EXAMPLES]
     v.examples["duplicated"] = [m for m, n in after.items() if n > 1][:EXAMPLES]
-    first = _first_delivery(delivered)
     if kind in ORDERED_KINDS:
         _judge_order(v, sent_ids, delivered, handled, first)
     if kind == "delayed":
@@ -223,20 +222,24 @@ def _recoveries(faults: list[FaultEvent], traffic_end: float, sent: Mapping[str,
     """``rtoTime``: for messages sent (delayed: due) between a fault and the next one, the worst end-to-end
     latency above the kind's median -- how much longer than usual the fault made them wait."""
     out = []
+    baselines: dict[tuple[str, bool], float | None] = {}  # (kind, a checker fault?) -> median latency
     for i, f in enumerate(faults):
         end = faults[i + 1].started if i + 1 < len(faults) else traffic_end
         worst: float | None = 0.0
         for kind in f.affects:
             chosen = [s for s in sent.get(kind, []) if _counts_for(f, s)]
             first = firsts.get(kind, {})
-            usual = [_latency_ms(s, first[s.msg_id]) for s in chosen if s.msg_id in first]
+            key = (kind, _checker_fault(f))
+            if key not in baselines:
+                usual = [_latency_ms(s, first[s.msg_id]) for s in chosen if s.msg_id in first]
+                baselines[key] = median(usual) if usual else None
+            baseline = baselines[key]
             window = [s for s in chosen if f.started * 1000 <= (s.due_ms or s.born_ms) < end * 1000]
-            if not usual or not window:
+            if baseline is None or not window:
                 continue
             if any(s.msg_id not in first for s in window):
                 worst = None
                 break
-            baseline = median(usual)
             worst = max(worst, max(_latency_ms(s, first[s.msg_id]) for s in window) - baseline)
         out.append(FaultRecovery(f.fault, f.target, f.started,
                                  int((f.healed - f.started) * 1000) if f.healed else None,
@@ -251,7 +254,11 @@ def _counts_for(fault: FaultEvent, s: Sent) -> bool:
         return False
     if s.fate is None:
         return True
-    return (s.fate == "unknown-commit") == fault.fault.endswith("-checker")
+    return (s.fate == "unknown-commit") == _checker_fault(fault)
+
+
+def _checker_fault(fault: FaultEvent) -> bool:
+    return fault.fault.endswith("-checker")
 
 
 def _total(kinds: Mapping[str, KindVerdict]) -> dict[str, Any]:

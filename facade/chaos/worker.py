@@ -37,13 +37,8 @@ class WorkerSpec(BaseModel):
     handler_ms: float = 2.0
 
 
-def consumer_mode(kind: Kind) -> dict:
-    """PushConsumer arguments per kind: orderly by partition, orderly by key, or concurrent."""
-    if kind is Kind.ORDERLY:
-        return {"orderly": True, "order_key": "partition"}
-    if kind is Kind.KEYED:
-        return {"orderly": True, "order_key": "key"}
-    return {"orderly": False}
+#: The order key of the orderly kinds; the others consume concurrently.
+ORDER_KEYS = {Kind.ORDERLY: "partition", Kind.KEYED: "key"}
 
 
 def main(spec: WorkerSpec) -> None:
@@ -52,10 +47,10 @@ def main(spec: WorkerSpec) -> None:
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format=f"%(asctime)s {spec.name} %(threadName)s %(levelname)s %(name)s: %(message)s")
-    mode = consumer_mode(spec.kind)
-    consumer = PushConsumer(spec.group, settings=Settings(**spec.settings), orderly=mode["orderly"],
-                            instance_name=f"{spec.name}@{os.getpid()}",
-                            **{**spec.options, **{k: v for k, v in mode.items() if k != "orderly"}})
+    order_key = ORDER_KEYS.get(spec.kind)
+    options = {**spec.options, "order_key": order_key} if order_key else spec.options
+    consumer = PushConsumer(spec.group, settings=Settings(**spec.settings), orderly=order_key is not None,
+                            instance_name=f"{spec.name}@{os.getpid()}", **options)
     delivered = History(os.path.join(spec.directory, f"{spec.name}.delivered.jsonl"))
     handled = History(os.path.join(spec.directory, f"{spec.name}.handled.jsonl"))
     pause = spec.handler_ms / 1000
