@@ -2,7 +2,8 @@
 
 The hot path only appends to a deque (atomic, no lock); counts and the lateness
 histogram are folded in when Prometheus scrapes or :meth:`ForwarderMetrics.summary`
-is asked. Each forwarder owns its :class:`~prometheus_client.CollectorRegistry`, so
+is asked, or by the hot path itself once :data:`FOLD_AT` events wait, so a forwarder
+nobody scrapes keeps a bounded deque. Each forwarder owns its :class:`~prometheus_client.CollectorRegistry`, so
 several forwarders in one process (tests) never clash; ``metrics_port`` serves it.
 """
 
@@ -15,11 +16,13 @@ from collections import deque
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 
-from facade.metrics_endpoint import MetricsEndpoint
+from rocketkafka.metrics_endpoint import MetricsEndpoint
 
 #: Lateness buckets (ms): the target is p99 < 50 ms.
 LATENESS_BUCKETS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 30_000)
 _HOP = -(1 << 62)  # marks a re-route in the event deque (lateness values are > this)
+#: Events waiting in the deque before the hot path folds them itself (bounds memory without scrapes).
+FOLD_AT = 10_000
 
 
 class ForwarderMetrics(MetricsEndpoint):
@@ -43,9 +46,13 @@ class ForwarderMetrics(MetricsEndpoint):
     # -- hot path (any thread) ---------------------------------------------------------
     def on_forward(self, late_ms: int) -> None:
         self._events.append(late_ms)
+        if len(self._events) > FOLD_AT:
+            self._fold()
 
     def on_reroute(self) -> None:
         self._events.append(_HOP)
+        if len(self._events) > FOLD_AT:
+            self._fold()
 
     def on_dead_letter(self, reason: str) -> None:
         with self._lock:

@@ -1,40 +1,47 @@
-"""rocketkafka's public API: RocketMQ semantics on any Kafka-compatible broker.
+"""rocketkafka: RocketMQ semantics on any Kafka-compatible broker.
 
-RocketMQ-style door (names of Apache's rocketmq-client-python)::
+The RocketMQ-style door (names of Apache's rocketmq-client-python)::
 
-    from facade import Producer, PushConsumer, Message, ConsumeStatus
+    from rocketkafka import Producer, PushConsumer, Message, ConsumeStatus
 
-Kafka-style drop-in door: ``from facade.kafka import Producer``.
+The Kafka-style drop-in door is :mod:`rocketkafka.kafka`; the subpackages
+:mod:`rocketkafka.ordering`, :mod:`rocketkafka.delay`, :mod:`rocketkafka.txn`,
+:mod:`rocketkafka.spark` and :mod:`rocketkafka.testing` hold the rest.
 
-``PushConsumer`` and ``TransactionMQProducer`` live in ``ordering`` and ``txn``; they
-are loaded on first use so importing ``facade`` never imports those packages
-(they build on ``facade``'s message model).
+This module is the package's face, above every layer: the core names are imported
+at once, the consumer and transaction classes (which live in the layers above the
+core) on first use, so ``import rocketkafka`` stays light and never imports a layer
+it does not need. Type checkers see every name.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
-from facade.admin import TopicAdmin
-from facade.avro import AvroSerde
-from facade.config import Settings
-from facade.devstack import DevStack
-from facade.errors import (
+from rocketkafka.admin import TopicAdmin
+from rocketkafka.avro import AvroSerde, RegistryAvroSerde
+from rocketkafka.config import Settings
+from rocketkafka.errors import (
     ConfigError,
     DelayError,
+    InvalidTopicNameError,
     LockError,
     MessageError,
     MessageTooLargeError,
+    RedisAuthError,
+    RedisUnavailableError,
     RocketKafkaError,
     SelectorError,
+    SelectorSyntaxError,
     SendError,
     StackError,
     StateError,
     TagExpressionError,
     TopicNotFoundError,
 )
-from facade.message import (
+from rocketkafka.message import (
     ConsumeFromWhere,
     ConsumeOrderlyStatus,
     ConsumeStatus,
@@ -45,32 +52,83 @@ from facade.message import (
     SendStatus,
     Suspend,
 )
-from facade.producer import Producer
-from facade.selectors import hash_selector, key_selector, random_selector
-from facade.tags import TagFilter
+from rocketkafka.producer import Producer
+from rocketkafka.schedule.levels import DelayConfig
+from rocketkafka.message_selector import MessageSelector
+from rocketkafka.queue_selectors import hash_selector, key_selector, random_selector
+from rocketkafka.tags import TagFilter
 
-_LAZY = {
-    "PushConsumer": "ordering.push_consumer",
-    "ConsumerOptions": "ordering.options",
-    "IdempotentConsumer": "ordering.idempotent",
-    "TransactionMQProducer": "txn",
-    "TransactionStatus": "txn",
+if TYPE_CHECKING:
+    from rocketkafka.ordering.idempotent import IdempotentConsumer
+    from rocketkafka.ordering.options import ConsumerOptions
+    from rocketkafka.ordering.push_consumer import PushConsumer
+    from rocketkafka.txn.producer import TransactionMQProducer
+    from rocketkafka.txn.status import TransactionStatus
+
+try:
+    __version__ = version("rocketkafka")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0+unknown"
+
+#: Names of the layers above the core, imported on first use: name -> module.
+_UPPER = {
+    "PushConsumer": "rocketkafka.ordering.push_consumer",
+    "ConsumerOptions": "rocketkafka.ordering.options",
+    "IdempotentConsumer": "rocketkafka.ordering.idempotent",
+    "TransactionMQProducer": "rocketkafka.txn.producer",
+    "TransactionStatus": "rocketkafka.txn.status",
 }
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
+    if name in _UPPER:
+        value = getattr(importlib.import_module(_UPPER[name]), name)
         globals()[name] = value
         return value
-    raise AttributeError(f"module 'facade' has no attribute {name!r}")
+    raise AttributeError(f"module 'rocketkafka' has no attribute {name!r}")
 
 
-__all__ = sorted([
-    "AvroSerde", "ConfigError", "ConsumeFromWhere", "ConsumeOrderlyStatus", "ConsumeStatus", "ConsumerOptions", "DelayError",
-    "DevStack", "IdempotentConsumer", "LockError", "Message", "MessageError", "MessageExt", "MessageModel",
-    "MessageTooLargeError", "Producer", "PushConsumer", "RocketKafkaError", "SelectorError", "SendError", "SendResult",
-    "SendStatus", "Settings", "Suspend", "StackError", "StateError", "TagExpressionError", "TagFilter", "TopicAdmin",
-    "TopicNotFoundError", "TransactionMQProducer", "TransactionStatus", "hash_selector", "key_selector",
+__all__ = [
+    "AvroSerde",
+    "ConfigError",
+    "ConsumeFromWhere",
+    "ConsumeOrderlyStatus",
+    "ConsumeStatus",
+    "ConsumerOptions",
+    "DelayConfig",
+    "DelayError",
+    "IdempotentConsumer",
+    "InvalidTopicNameError",
+    "LockError",
+    "Message",
+    "MessageError",
+    "MessageExt",
+    "MessageModel",
+    "MessageSelector",
+    "MessageTooLargeError",
+    "Producer",
+    "PushConsumer",
+    "RedisAuthError",
+    "RedisUnavailableError",
+    "RegistryAvroSerde",
+    "RocketKafkaError",
+    "SelectorError",
+    "SelectorSyntaxError",
+    "SendError",
+    "SendResult",
+    "SendStatus",
+    "Settings",
+    "StackError",
+    "StateError",
+    "Suspend",
+    "TagExpressionError",
+    "TagFilter",
+    "TopicAdmin",
+    "TopicNotFoundError",
+    "TransactionMQProducer",
+    "TransactionStatus",
+    "__version__",
+    "hash_selector",
+    "key_selector",
     "random_selector",
-])
+]

@@ -2,8 +2,9 @@
 
 Both doors (RocketMQ-style and Kafka drop-in) take Kafka client settings as a
 confluent-kafka config dict and Redis nodes as URLs. Services and the CLI read
-the same settings from ``ROCKETKAFKA_*`` environment variables, falling back to
-the addresses ``rocketkafka dev up`` recorded.
+the same settings from ``ROCKETKAFKA_*`` environment variables. Nothing falls back
+silently: the command line alone also uses the stack ``rocketkafka dev up`` started,
+and only while it is alive (:mod:`rocketkafka.tools.settings`).
 
 >>> s = Settings(bootstrap_servers="127.0.0.1:9092", redis_urls=["redis://127.0.0.1:6379"])
 >>> s.kafka_config()["bootstrap.servers"]
@@ -14,25 +15,56 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from pydantic import Field, field_validator
+import redis
+from confluent_kafka import KafkaError, KafkaException
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from typing_extensions import Annotated
 
-from facade.errors import ConfigError
-from facade.names import DEFAULT_TOPIC_PREFIX, RedisKeys, TopicNames, is_valid_topic_name
+from rocketkafka.errors import ConfigError
+from rocketkafka.logs import REDACTED, SECRET_SETTING, RepeatFilter, redact_config, redact_url
+from rocketkafka.names import DEFAULT_TOPIC_PREFIX, RedisKeys, TopicNames, prefix_problem
+from rocketkafka.schedule.levels import DelayConfig
+from rocketkafka.validation import validation_summary
 
+
+T = TypeVar("T")
 
 #: Where librdkafka's log lines go (quiet them with ``logging.getLogger("rocketkafka.rdkafka").setLevel``).
 RDKAFKA_LOG = logging.getLogger("rocketkafka.rdkafka")
+RDKAFKA_LOG.addFilter(RepeatFilter())  # an unreachable broker is reported once a minute, not on every reconnect
 
 
-def state_dir() -> Path:
-    """Where the embedded stack records its addresses (``ROCKETKAFKA_HOME`` or ``~/.rocketkafka``)."""
-    return Path(os.environ.get("ROCKETKAFKA_HOME", Path.home() / ".rocketkafka"))
+#: Keys of a drop-in client's config dict that are rocketkafka's (see :meth:`Settings.from_client_config`).
+CLIENT_KEY_PREFIX = "rocketkafka."
+CLIENT_KEYS = ("rocketkafka.redis.urls", "rocketkafka.topic.prefix", "rocketkafka.redis.prefix",
+               "rocketkafka.delay.levels", "rocketkafka.producer.group")
+
+
+def kafka_client(factory: Callable[[dict[str, Any]], T], config: dict[str, Any]) -> T:
+    """``factory(config)`` -- a confluent-kafka client -- with settings it refuses reported as :class:`ConfigError`.
+
+    librdkafka checks its settings only when a client is made, so a misspelt ``security.protocol`` or a
+    value of the wrong type surfaces at the first client of a ``start()``; this names the setting in a
+    :class:`ConfigError` (the values of secret settings shown as ``***``) instead of a raw ``KafkaException``.
+    """
+    try:
+        return factory(config)
+    except (KafkaException, ValueError, TypeError) as exc:
+        if isinstance(exc, KafkaException):
+            error = exc.args[0] if exc.args else None
+            if error is None or not hasattr(error, "code") or error.code() != KafkaError._INVALID_ARG:
+                raise
+            text = error.str()
+        else:
+            text = str(exc)
+        for key, value in config.items():
+            if SECRET_SETTING.search(str(key)) and isinstance(value, str) and value:
+                text = text.replace(value, REDACTED)
+        raise ConfigError(f"the Kafka client refused the settings: {redact_url(text)}") from None
 
 
 class Settings(BaseSettings):
@@ -44,15 +76,23 @@ class Settings(BaseSettings):
         topic_prefix: prefix of every internal topic (retry, DLQ, delay levels, half/op).
         redis_prefix: prefix of every Redis key.
         kafka: extra confluent-kafka settings merged into every client.
+        delay: the delay levels and limits that producers, consumers' retries and forwarders share
+            (``ROCKETKAFKA_DELAY_*``, read when these settings are made).
+
+    Secrets pass through to every internal client and nowhere else: ``repr``/``str`` show
+    ``***`` for secret Kafka settings (``sasl.password``, ``ssl.key.password``, ...) and for
+    Redis URL passwords, and validation errors never repeat the values given.
     """
 
-    model_config = SettingsConfigDict(env_prefix="ROCKETKAFKA_", extra="forbid")
+    # hide_input_in_errors: a ValidationError would otherwise quote the input -- URLs with passwords
+    model_config = SettingsConfigDict(env_prefix="ROCKETKAFKA_", extra="forbid", hide_input_in_errors=True)
 
     bootstrap_servers: str = ""
     redis_urls: Annotated[list[str], NoDecode] = Field(default_factory=list)
     topic_prefix: str = DEFAULT_TOPIC_PREFIX
     redis_prefix: str = "rk"
     kafka: dict[str, Any] = Field(default_factory=dict)
+    delay: DelayConfig = Field(default_factory=DelayConfig.load)
 
     @field_validator("redis_urls", mode="before")
     @classmethod
@@ -66,19 +106,35 @@ class Settings(BaseSettings):
     def _check_urls(cls, urls: list[str]) -> list[str]:
         for url in urls:
             if not url.startswith(("redis://", "rediss://", "unix://")):
-                raise ValueError(f"{url!r} is not a redis:// URL")
+                raise ValueError(f"{redact_url(url)!r} is not a redis://, rediss:// or unix:// URL")
+            try:  # parses only; connects to nothing
+                redis.ConnectionPool.from_url(url)
+            except ValueError as exc:
+                raise ValueError(f"Redis URL {redact_url(url)!r} does not parse: {redact_url(str(exc))}") from None
         return urls
 
     @field_validator("topic_prefix")
     @classmethod
     def _check_prefix(cls, prefix: str) -> str:
-        if not is_valid_topic_name(prefix):
-            raise ValueError(f"topic prefix {prefix!r} is not a valid Kafka topic name")
+        problem = prefix_problem(prefix)
+        if problem is not None:
+            raise ValueError(f"topic prefix {prefix!r}: {problem}")
         return prefix
+
+    def __repr_args__(self) -> Any:
+        """What ``repr`` and ``str`` show: secrets as ``***`` (the values themselves stay usable)."""
+        for name, value in super().__repr_args__():
+            if name == "redis_urls":
+                value = [redact_url(url) for url in value]
+            elif name == "kafka":
+                value = redact_config(value)
+            elif name == "bootstrap_servers":
+                value = redact_url(value)
+            yield name, value
 
     @classmethod
     def load(cls, config: dict[str, Any] | None = None, redis_urls: list[str] | str | None = None, **overrides: Any) -> Settings:
-        """Settings from a confluent config dict + Redis URLs, else environment, else ``dev up``'s record.
+        """Settings from a confluent config dict + Redis URLs, else the ``ROCKETKAFKA_*`` environment.
 
         Raises:
             ConfigError: nothing names a broker, or a value is invalid.
@@ -93,17 +149,39 @@ class Settings(BaseSettings):
             values["redis_urls"] = redis_urls
         try:
             settings = cls(**values)
-        except ValueError as exc:  # pydantic's ValidationError is a ValueError
-            raise ConfigError(str(exc)) from exc
-        if not settings.bootstrap_servers or not settings.redis_urls:
-            recorded = _recorded_stack()
-            settings.bootstrap_servers = settings.bootstrap_servers or recorded.get("bootstrap_servers", "")
-            settings.redis_urls = settings.redis_urls or recorded.get("redis_urls", [])
+        except ValidationError as exc:
+            raise ConfigError(validation_summary(exc, "bad settings")) from None
         if not settings.bootstrap_servers:
-            raise ConfigError(
-                "no broker: pass {'bootstrap.servers': ...}, set ROCKETKAFKA_BOOTSTRAP_SERVERS, or run `rocketkafka dev up`"
-            )
+            raise ConfigError("no broker: pass {'bootstrap.servers': ...} or set ROCKETKAFKA_BOOTSTRAP_SERVERS")
         return settings
+
+    @classmethod
+    def from_client_config(cls, config: dict[str, Any]) -> tuple[Settings, dict[str, Any]]:
+        """Settings from a drop-in client's confluent-kafka config dict, and the dict without our keys.
+
+        Our keys, all optional (the ``ROCKETKAFKA_*`` environment fills the rest):
+        ``rocketkafka.redis.urls`` (comma separated), ``rocketkafka.topic.prefix``,
+        ``rocketkafka.redis.prefix``, ``rocketkafka.delay.levels`` (``"1s 5s 10s"``).
+
+        Raises:
+            ConfigError: nothing names a broker, or a value is invalid.
+        """
+        rest = {k: v for k, v in config.items() if not k.startswith(CLIENT_KEY_PREFIX)}
+        ours = {k: v for k, v in config.items() if k.startswith(CLIENT_KEY_PREFIX)}
+        unknown = set(ours) - set(CLIENT_KEYS)
+        if unknown:
+            raise ConfigError(f"unknown setting {sorted(unknown)[0]!r}: rocketkafka's are {', '.join(CLIENT_KEYS)}")
+        overrides: dict[str, Any] = {}
+        if ours.get("rocketkafka.topic.prefix"):
+            overrides["topic_prefix"] = ours["rocketkafka.topic.prefix"]
+        if ours.get("rocketkafka.redis.prefix"):
+            overrides["redis_prefix"] = ours["rocketkafka.redis.prefix"]
+        if ours.get("rocketkafka.delay.levels"):
+            overrides["delay"] = DelayConfig.load(levels=ours["rocketkafka.delay.levels"])
+        servers = rest.pop("bootstrap.servers", None)
+        settings = cls.load({"bootstrap.servers": servers} if servers else None, ours.get("rocketkafka.redis.urls"),
+                            **overrides)
+        return settings, rest
 
     def kafka_config(self, **extra: Any) -> dict[str, Any]:
         """A confluent-kafka config dict: ``bootstrap.servers`` + ``kafka`` + ``extra``.
@@ -111,6 +189,14 @@ class Settings(BaseSettings):
         librdkafka's own log lines go to the Python logger ``rocketkafka.rdkafka`` instead of stderr.
         """
         return {"bootstrap.servers": self.bootstrap_servers, "logger": RDKAFKA_LOG, **self.kafka, **extra}
+
+    def client_properties(self) -> dict[str, str]:
+        """``kafka`` as name/value strings, for clients configured that way (Spark's ``kafka.*`` options).
+
+        Only plain values pass (callables such as ``logger`` or ``stats_cb`` stay in this process).
+        """
+        return {key: str(value).lower() if isinstance(value, bool) else str(value)
+                for key, value in self.kafka.items() if isinstance(value, (str, int, float, bool))}
 
     def environment(self) -> dict[str, str]:
         """These settings as ``ROCKETKAFKA_*`` variables, for a service started as a subprocess."""
@@ -120,12 +206,13 @@ class Settings(BaseSettings):
                "ROCKETKAFKA_REDIS_PREFIX": self.redis_prefix}
         if self.kafka:
             env["ROCKETKAFKA_KAFKA"] = json.dumps(self.kafka)
+        env.update(self.delay.environment())
         return env
 
     def require_redis(self) -> list[str]:
         """The Redis URLs, or a clear error for clients that need the lock table."""
         if not self.redis_urls:
-            raise ConfigError("no Redis nodes: pass redis_urls=[...], set ROCKETKAFKA_REDIS_URLS, or run `rocketkafka dev up`")
+            raise ConfigError("no Redis nodes: pass redis_urls=[...] or set ROCKETKAFKA_REDIS_URLS")
         return self.redis_urls
 
     @property
@@ -138,10 +225,3 @@ class Settings(BaseSettings):
         """Redis key names under this prefix."""
         return RedisKeys(self.redis_prefix)
 
-
-def _recorded_stack() -> dict[str, Any]:
-    path = state_dir() / "dev-stack.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}

@@ -5,22 +5,48 @@ The tree::
     RocketKafkaError
     ├── ConfigError              a setting is missing or invalid
     ├── MessageError             a message cannot be sent as given (nothing is sent)
-    │   ├── MessageTooLargeError
+    │   ├── MessageTooLargeError                                                    (also a KafkaException)
     │   └── DelayError           unknown delay level, negative or too large delay
     ├── TagExpressionError       a subscription expression does not parse
+    │   └── SelectorSyntaxError  a SQL92 selector does not parse (carries the position)
     ├── SelectorError            a queue selector returned an unusable queue
-    ├── TopicNotFoundError       the topic does not exist (we never auto-create)
-    ├── SendError                the broker refused or the send timed out
+    ├── TopicNotFoundError       the topic does not exist (we never auto-create)    (also a KafkaException)
+    ├── InvalidTopicNameError    the name breaks one of Kafka's topic name rules (it could never exist)
+    ├── MalformedRecordError     a consumed record's system headers are garbled (routed to the DLQ)
+    ├── SendError                the broker refused or the send timed out           (also a KafkaException)
+    ├── BrokerUnavailableError   no broker answered in time                         (also a KafkaException)
+    ├── RedisUnavailableError    no Redis node answered (down, unreachable, wrong address)
+    │   └── RedisAuthError       Redis nodes answered but refused the credentials (password, ACL user)
     ├── LockError                a partition lock could not be taken or was lost
     ├── StateError               a client used in the wrong state (not started, closed)
+    │   └── ConsumerFailedError  its poll thread died; the cause is the exception that killed it
     └── StackError               the embedded dev stack could not start or stop
+
+Errors that stand for a Kafka error are also ``confluent_kafka.KafkaException`` s, as
+confluent-kafka raises them: ``exc.args[0]`` is the :class:`confluent_kafka.KafkaError`
+(code, ``retriable()``, ``fatal()``), so ``except KafkaException`` code keeps working.
 """
 
 from __future__ import annotations
 
+from confluent_kafka import KafkaError, KafkaException
+
 
 class RocketKafkaError(Exception):
     """Root of every error this library raises on purpose."""
+
+
+class _KafkaErrorBase(KafkaException):
+    """A KafkaException whose ``args[0]`` is the KafkaError and whose ``str()`` is our message."""
+
+    def _init_kafka(self, message: str, error: KafkaError) -> None:
+        Exception.__init__(self, error)
+        self.message = message
+        #: the :class:`confluent_kafka.KafkaError` this error stands for
+        self.error = error
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class ConfigError(RocketKafkaError, ValueError):
@@ -31,11 +57,12 @@ class MessageError(RocketKafkaError, ValueError):
     """A message cannot be sent as given; nothing was sent."""
 
 
-class MessageTooLargeError(MessageError):
-    """The encoded message exceeds the producer's ``message.max.bytes``."""
+class MessageTooLargeError(MessageError, _KafkaErrorBase):
+    """The encoded message exceeds the producer's ``message.max.bytes`` (``MSG_SIZE_TOO_LARGE``)."""
 
     def __init__(self, topic: str, size: int, limit: int) -> None:
-        super().__init__(f"message for topic {topic!r} is {size} bytes, over the limit of {limit} bytes")
+        message = f"message for topic {topic!r} is {size} bytes, over the limit of {limit} bytes"
+        self._init_kafka(message, KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, message))
         self.topic, self.size, self.limit = topic, size, limit
 
 
@@ -46,29 +73,123 @@ class DelayError(MessageError):
 class TagExpressionError(RocketKafkaError, ValueError):
     """A subscription expression such as ``"TagA || TagB"`` does not parse."""
 
+    _what = "tag expression"
+
     def __init__(self, expression: str, reason: str) -> None:
-        super().__init__(f"bad tag expression {expression!r}: {reason}")
+        super().__init__(f"bad {self._what} {expression!r}: {reason}")
         self.expression = expression
+
+
+class SelectorSyntaxError(TagExpressionError):
+    """A SQL92 selector (``MessageSelector.by_sql``) does not parse or is rejected as RocketMQ rejects it.
+
+    Attributes:
+        expression: the text as given.
+        position: 0-based index of the character where the problem starts (``len(expression)``
+            when the text ends too early).
+        reason: what was expected there, or why the construct is refused.
+
+    >>> err = SelectorSyntaxError("a >", 3, "expected a property, a literal, '(', NOT, '+' or '-', found the end")
+    >>> err.position, str(err)
+    (3, "bad SQL92 expression 'a >': at position 3, expected a property, a literal, '(', NOT, '+' or '-', found the end")
+    """
+
+    _what = "SQL92 expression"
+
+    def __init__(self, expression: str, position: int, reason: str) -> None:
+        super().__init__(expression, f"at position {position}, {reason}")
+        self.position, self.reason = position, reason
 
 
 class SelectorError(RocketKafkaError, ValueError):
     """A queue selector returned something that is not a partition of the topic."""
 
 
-class TopicNotFoundError(RocketKafkaError, LookupError):
-    """The topic does not exist on the broker (rocketkafka never auto-creates)."""
+class TopicNotFoundError(RocketKafkaError, LookupError, _KafkaErrorBase):
+    """The topic does not exist on the broker (rocketkafka never auto-creates): ``UNKNOWN_TOPIC_OR_PART``."""
 
     def __init__(self, topic: str) -> None:
-        super().__init__(f"topic {topic!r} does not exist; create it first (rocketkafka topics create)")
+        message = f"topic {topic!r} does not exist; create it first (rocketkafka topics create)"
+        self._init_kafka(message, KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART, message))
         self.topic = topic
 
 
-class SendError(RocketKafkaError):
-    """The broker refused the message or the send timed out."""
+class MalformedRecordError(RocketKafkaError):
+    """A consumed record's system headers cannot be decoded; consumers and services dead-letter it."""
 
-    def __init__(self, topic: str, reason: str) -> None:
-        super().__init__(f"send to topic {topic!r} failed: {reason}")
+    def __init__(self, topic: str, partition: int, offset: int, reason: str) -> None:
+        super().__init__(f"malformed record {topic}[{partition}]@{offset}: {reason}")
+        self.topic, self.partition, self.offset, self.reason = topic, partition, offset, reason
+
+
+class InvalidTopicNameError(RocketKafkaError, ValueError):
+    """A topic name breaks one of Kafka's rules, so the topic can never exist; ``rule`` says which."""
+
+    def __init__(self, topic: object, rule: str) -> None:
+        shown = topic if not isinstance(topic, str) or len(topic) <= 60 else f"{topic[:60]}... ({len(topic)} chars)"
+        super().__init__(f"{shown!r} is not a valid Kafka topic name: {rule}")
+        self.topic, self.rule = topic, rule
+
+
+class SendError(RocketKafkaError, _KafkaErrorBase):
+    """The broker refused the message, no broker answered, or the send timed out.
+
+    ``error`` (also ``args[0]``) is the :class:`confluent_kafka.KafkaError`: its ``code()``
+    says why (``_MSG_TIMED_OUT``, ``_TRANSPORT``, ``MSG_SIZE_TOO_LARGE``...) and ``retriable()``
+    whether sending again may succeed. A timeout without a report from librdkafka is
+    ``_TIMED_OUT``, retriable.
+
+    Attributes:
+        topic: where the message was going.
+        code: ``error.code()``; ``retriable``: ``error.retriable()`` unless told otherwise.
+    """
+
+    def __init__(self, topic: str, reason: str, error: KafkaError | None = None, *,
+                 retriable: bool | None = None) -> None:
+        message = f"send to topic {topic!r} failed: {reason}"
+        if error is None:
+            error = KafkaError(KafkaError._TIMED_OUT if retriable else KafkaError._FAIL, reason,
+                               retriable=bool(retriable))
+        self._init_kafka(message, error)
         self.topic = topic
+        self.code = error.code()
+        self.retriable = bool(error.retriable()) if retriable is None else retriable
+
+
+class BrokerUnavailableError(RocketKafkaError, _KafkaErrorBase):
+    """No broker of ``bootstrap_servers`` answered within the timeout (down, unreachable, or the wrong address).
+
+    ``args[0]`` is the cause's KafkaError when it had one, else ``_TRANSPORT`` (retriable).
+    """
+
+    def __init__(self, bootstrap_servers: str, timeout: float, cause: BaseException | None = None) -> None:
+        kafka_error = cause.args[0] if cause is not None and cause.args and isinstance(cause.args[0], KafkaError) else None
+        detail = f" ({kafka_error.str() if kafka_error is not None else cause})" if cause else ""
+        message = f"no Kafka broker answered at {bootstrap_servers} within {timeout:g} s{detail}"
+        self._init_kafka(message, kafka_error or KafkaError(KafkaError._TRANSPORT, message, retriable=True))
+        self.bootstrap_servers, self.timeout = bootstrap_servers, timeout
+
+
+class RedisUnavailableError(RocketKafkaError):
+    """No Redis node of the lock table answered: every one is down, unreachable or at a wrong address.
+
+    Attributes:
+        nodes: ``{node URL without its password: what went wrong}`` for every node asked.
+    """
+
+    _what = "no Redis node answered"
+
+    def __init__(self, nodes: dict[str, str], action: str = "membership heartbeat") -> None:
+        detail = "; ".join(f"{url}: {problem}" for url, problem in nodes.items())
+        super().__init__(f"{self._what} ({action}): {detail}")
+        self.nodes = nodes
+
+
+class RedisAuthError(RedisUnavailableError):
+    """Redis nodes answered but refused the credentials: a wrong password, an unknown or disabled ACL user,
+    or a user without the permissions the lock table needs (``nodes`` says which node said what)."""
+
+    _what = "Redis refused the credentials"
 
 
 class LockError(RocketKafkaError):
@@ -81,6 +202,17 @@ class LockError(RocketKafkaError):
 
 class StateError(RocketKafkaError, RuntimeError):
     """A client or service was used in the wrong state (not started, closed)."""
+
+
+class ConsumerFailedError(StateError):
+    """The poll thread of a consumer or service died; its partitions were released.
+
+    The exception that killed it is ``__cause__`` (and :attr:`error`).
+    """
+
+    def __init__(self, name: str, error: BaseException) -> None:
+        super().__init__(f"{name} failed and stopped consuming: {type(error).__name__}: {error}")
+        self.error = error
 
 
 class StackError(RocketKafkaError, RuntimeError):

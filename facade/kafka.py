@@ -1,113 +1,170 @@
-"""Kafka-style drop-in: ``from facade.kafka import Producer, Consumer`` instead of ``confluent_kafka``.
+"""Kafka-style drop-in: ``from rocketkafka.kafka import Producer, Consumer`` instead of ``confluent_kafka``.
 
-Same config dict and calls (``produce``, ``poll``, ``flush``), plus keyword
-arguments for RocketMQ features: ``tags``, ``keys``, ``properties``,
-``delay_level``, ``delay``, ``deliver_at``. A call with such extras gets a message
-id and born time in headers; a plain call sends the record unchanged. Unknown
-topics raise instead of being auto-created.
+Both classes *are* confluent-kafka's (subclasses of ``confluent_kafka.Producer`` and
+``Consumer``): every call has confluent-kafka's signature and semantics, and passes
+straight through where rocketkafka adds nothing (``poll``, ``flush``, ``purge``,
+``list_topics``, the transactional API, ``seek``, ``pause``, ``committed``...). What
+rocketkafka adds are keyword arguments (``produce(tags=..., keys=..., properties=...,
+delay_level=..., delay=..., deliver_at=...)``, ``subscribe(tags=...)``), RocketMQ's
+ownership for subscribed consumers (Redis lock table instead of Kafka's group
+coordinator), and the few differences the README lists under "Differences".
+
+A plain ``produce`` sends the record byte for byte as confluent-kafka does (value incl.
+``None`` tombstones, key, headers as given incl. duplicates and ``None`` values, timestamp,
+partition); a call with extras adds a message id, born time, tags and keys as ``rk.*``
+headers before the caller's own headers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from facade.config import Settings
-from facade.errors import MessageError
-from facade.message import Message
-from facade.sender import Sender
+from confluent_kafka import Producer as _KafkaProducer
+
+from rocketkafka.config import Settings
+from rocketkafka.errors import MessageError, TopicNotFoundError
+from rocketkafka.message import Message
+from rocketkafka.names import HEADER_PREFIX, check_group_name, check_topic_name
+from rocketkafka.ordering.pull_consumer import Consumer
+from rocketkafka.partitioning import DEFAULT_PARTITIONER
+from rocketkafka.sender import Sender
+
+__all__ = ["Consumer", "Producer"]
+
+#: produce()'s keyword arguments that are rocketkafka's (a call with one of them takes the extras path).
+EXTRAS = frozenset({"tags", "keys", "properties", "delay_level", "delay", "deliver_at"})
+
+_base_produce = _KafkaProducer.produce
 
 
-def __getattr__(name: str) -> Any:
-    # the drop-in Consumer runs on the ordering package's engine, which builds on facade: load it on use
-    if name == "Consumer":
-        from ordering.pull_consumer import Consumer
-
-        return Consumer
-    raise AttributeError(f"module 'facade.kafka' has no attribute {name!r}")
-
-
-class Producer:
-    """``confluent_kafka.Producer`` with RocketMQ message properties.
+class Producer(_KafkaProducer):
+    """``confluent_kafka.Producer`` (a subclass of it) with RocketMQ message properties.
 
     Parameters:
-        config: the confluent-kafka config dict; ``rocketkafka.redis.urls``, ``rocketkafka.topic.prefix``
-            and ``rocketkafka.producer.group`` are read and removed from it.
+        config: the confluent-kafka config dict; rocketkafka's keys (``rocketkafka.topic.prefix``,
+            ``rocketkafka.delay.levels``, ``rocketkafka.producer.group``, ...: see
+            :meth:`Settings.from_client_config`) are read and removed from it. ``partitioner``
+            defaults to ``murmur2_random`` (the Java client's rule, :mod:`rocketkafka.partitioning`).
+        **kwargs: as confluent-kafka's (``logger=...``).
 
     >>> p = Producer({"bootstrap.servers": "127.0.0.1:9092"})            # doctest: +SKIP
     >>> p.produce("orders", b"hi", key=b"order-1", tags="created"); p.flush()
     """
 
-    def __init__(self, config: dict[str, Any]) -> None:
-        config = dict(config)
-        redis_urls = config.pop("rocketkafka.redis.urls", None)
-        prefix = config.pop("rocketkafka.topic.prefix", None)
-        group = config.pop("rocketkafka.producer.group", None)
-        servers = config.pop("bootstrap.servers", None)
-        self.settings = Settings.load({"bootstrap.servers": servers} if servers else None, redis_urls, topic_prefix=prefix)
-        self._sender = Sender(self.settings, config, group)
-        self._partitioner = str(config.get("partitioner", self.settings.kafka.get("partitioner", "consistent_random")))
-        self._kafka = self._sender.kafka
-        self._plain_limit = self._sender.max_bytes // 2  # below this a plain record needs no size check
+    def __init__(self, config: dict[str, Any] | None = None, /, **kwargs: Any) -> None:
+        if config is not None and not isinstance(config, dict):
+            raise TypeError(f"config must be a dict, as confluent-kafka's, got {type(config).__name__}")
+        given = {**(config or {}), **kwargs}
+        group = given.get("rocketkafka.producer.group")
+        if group is not None:
+            check_group_name(group, "rocketkafka.producer.group")
+        self.settings, client_config = Settings.from_client_config(given)
+        client_config = {"bootstrap.servers": self.settings.bootstrap_servers, "partitioner": DEFAULT_PARTITIONER,
+                         **client_config}
+        super().__init__(client_config)
+        self._client_config = client_config
+        self._group = group
+        self._sender: Sender | None = None  # made on the first call with extras
         self._known_topics: set[str] = set()
 
-    def produce(self, topic: str, value: bytes | None = None, key: bytes | str | None = None, partition: int = -1,
-                on_delivery: Callable[[Any, Any], None] | None = None, timestamp: int = 0,
-                headers: dict[str, bytes] | list[tuple[str, bytes]] | None = None, *, callback: Callable | None = None,
-                tags: str | None = None, keys: str | Iterable[str] | None = None, properties: dict[str, str] | None = None,
-                delay_level: int = 0, delay: timedelta | float | None = None, deliver_at: datetime | float | None = None) -> None:
-        """Queue one record, like ``confluent_kafka.Producer.produce``; raises on bad input before queuing."""
-        on_delivery = on_delivery or callback
-        if (type(value) is bytes and len(value) < self._plain_limit and partition == -1 and not timestamp and headers is None
-                and tags is None and keys is None and properties is None and not delay_level and delay is None
-                and deliver_at is None):
-            self._produce_plain(topic, value, key, on_delivery)
+    if TYPE_CHECKING:  # the stub names the 5th positional ``callback``; librdkafka takes both names alike
+        def produce(  # type: ignore[override]
+                self, topic: str, value: bytes | str | None = None, key: bytes | str | None = None,
+                    partition: int = -1, on_delivery: Callable[[Any, Any], None] | None = None, timestamp: int = 0,
+                    headers: dict[str, bytes | str | None] | list[tuple[str, bytes | str | None]] | None = None, *,
+                    callback: Callable[[Any, Any], None] | None = None, tags: str | None = None,
+                    keys: str | Iterable[str] | None = None, properties: dict[str, str] | None = None,
+                    delay_level: int = 0, delay: timedelta | float | None = None,
+                    deliver_at: datetime | float | None = None) -> None: ...
+    else:
+        def produce(self, topic, *args, **kwargs):
+            """Queue one record, as ``confluent_kafka.Producer.produce`` (same arguments, same errors).
+
+            RocketMQ extras, keyword only: ``tags``, ``keys`` (one or several business keys; the first is
+            the record key unless ``key`` is given), ``properties`` (string headers), ``delay_level``,
+            ``delay`` (timedelta or seconds), ``deliver_at`` (datetime or epoch seconds).
+
+            Raises:
+                TopicNotFoundError: the topic does not exist (a KafkaException, UNKNOWN_TOPIC_OR_PART).
+                BufferError, KafkaException, TypeError: as confluent-kafka.
+                MessageError, DelayError: bad extras; nothing is queued.
+            """
+            if topic not in self._known_topics:
+                self._learn_topic(topic)
+            if kwargs and not EXTRAS.isdisjoint(kwargs):
+                return self._produce_extras(topic, *args, **kwargs)
+            return _base_produce(self, topic, *args, **kwargs)
+
+    def _learn_topic(self, topic: str) -> None:
+        """Check once that ``topic`` exists: we never auto-create (asked without a topic name, which
+        could create it on some brokers)."""
+        if not isinstance(topic, str):
+            return  # confluent-kafka's own TypeError follows
+        check_topic_name(topic)  # InvalidTopicNameError names the rule: such a topic can never exist
+        if topic not in self.list_topics(timeout=10).topics:
+            raise TopicNotFoundError(topic)
+        self._known_topics.add(topic)
+
+    def _produce_extras(self, topic: str, value: Any = None, key: Any = None, partition: int = -1,
+                        on_delivery: Callable | None = None, timestamp: int = 0, headers: Any = None, *,
+                        callback: Callable | None = None, tags: str | None = None, keys: Any = None,
+                        properties: dict[str, str] | None = None, delay_level: int = 0, delay: Any = None,
+                        deliver_at: Any = None) -> None:
+        sender = self.sender
+        if (type(value) is bytes and key is None and partition == -1 and not timestamp and headers is None
+                and properties is None and not delay_level and delay is None and deliver_at is None
+                and (keys is None or type(keys) is str)):
+            # tags and keys only: the send engine's fast path (id, born time, tags, keys), as send_oneway takes
+            sender.produce_message(Message(topic, value, tags=tags, keys=keys), on_delivery or callback)
             return
-        props = dict(properties or {})
-        for name, val in (headers.items() if isinstance(headers, dict) else headers or []):
-            props[name] = val.decode() if isinstance(val, (bytes, bytearray)) else str(val)
-        msg = Message(topic, b"" if value is None else (value.encode() if isinstance(value, str) else value), tags=tags,
-                      keys=keys, properties=props, delay_time_level=delay_level, deliver_at=deliver_at, delay=delay)
-        if partition != -1 and (not isinstance(partition, int) or not 0 <= partition < self._sender.partitions(topic)):
+        user_headers = _header_list(headers)
+        body = value.encode() if isinstance(value, str) else value
+        if body is not None and not isinstance(body, (bytes, bytearray, memoryview)):
+            raise TypeError(f"value must be bytes, str or None, got {type(value).__name__}")
+        msg = Message(topic, b"" if body is None else bytes(body), tags=tags, keys=keys, properties=properties,
+                      delay_time_level=delay_level, deliver_at=deliver_at, delay=delay)
+        delayed = bool(delay_level) or delay is not None or deliver_at is not None
+        if partition != -1 and (isinstance(partition, bool) or not isinstance(partition, int)
+                                or not 0 <= partition < sender.partitions(topic)):
             raise MessageError(f"partition {partition!r} does not exist in topic {topic!r}")
         key = key.encode() if isinstance(key, str) else key
-        if partition == -1 and key is not None and (delay_level or delay is not None or deliver_at is not None):
-            from delay.routing import key_partition  # narrow seam: a delayed record's partition is fixed at send
-
-            partition = key_partition(key, self._sender.partitions(topic), self._partitioner)
-        record = self._sender.prepare(msg, (lambda n, m, a: partition) if partition != -1 else None)
+        if partition == -1 and key is not None and delayed:
+            partition = sender.key_partition(key, topic)  # a delayed record's real partition is fixed at send
+        record = sender.prepare(msg, (lambda n, m, a: partition) if partition != -1 else None)
         if key is not None:
-            record.key = key  # a delayed record carries it to its real topic
-        self._sender.produce(record, on_delivery)
+            record.key = key  # the caller's key wins over the first business key
+        record.value = None if body is None else bytes(body)  # None stays a tombstone
+        record.headers = [*record.headers, *user_headers]
+        sender.check_size(record)
+        kwargs: dict[str, Any] = {"headers": record.headers}
+        if record.partition >= 0:
+            kwargs["partition"] = record.partition
+        if on_delivery or callback:
+            kwargs["on_delivery"] = on_delivery or callback
+        if timestamp:
+            kwargs["timestamp"] = timestamp
+        _base_produce(self, record.topic, record.value, record.key, **kwargs)
 
-    def _produce_plain(self, topic: str, value: bytes, key: bytes | str | None, on_delivery: Callable | None) -> None:
-        """The hot path of a call without RocketMQ extras: the record goes out exactly as confluent-kafka would send it.
+    @property
+    def sender(self) -> Sender:
+        """The RocketMQ send engine on this same librdkafka producer (made on first use)."""
+        if self._sender is None:
+            producer_config = {k: v for k, v in self._client_config.items() if k != "bootstrap.servers"}
+            self._sender = Sender(self.settings, producer_config, self._group, kafka=self)
+        return self._sender
 
-        Consumers give such a record the id ``topic@partition@offset`` (stable across re-deliveries,
-        which is what idempotent consumption needs); calls with tags, keys, properties or a delay
-        get a producer-made message id header as well.
-        """
-        if topic not in self._known_topics:
-            self._sender.partitions(topic)  # raises TopicNotFoundError instead of auto-creating
-            self._known_topics.add(topic)
-        try:
-            if on_delivery is None:
-                self._kafka.produce(topic, value, key)
-            else:
-                self._kafka.produce(topic, value, key, on_delivery=on_delivery)
-        except BufferError:
-            self._kafka.poll(0.05)
-            self._produce_plain(topic, value, key, on_delivery)
 
-    def poll(self, timeout: float = 0) -> int:
-        return self._kafka.poll(timeout)
-
-    def flush(self, timeout: float = -1) -> int:
-        return self._kafka.flush(timeout) if timeout >= 0 else self._kafka.flush()
-
-    def __len__(self) -> int:
-        return len(self._kafka)
-
-    def close(self) -> None:
-        self._sender.close()
+def _header_list(headers: Any) -> list[tuple[str, Any]]:
+    """The caller's headers as confluent-kafka takes them (a dict or a list of pairs), reserved names refused."""
+    if headers is None:
+        return []
+    pairs = list(headers.items()) if isinstance(headers, dict) else list(headers)
+    for pair in pairs:
+        if not isinstance(pair, tuple) or len(pair) != 2 or not isinstance(pair[0], str):
+            raise TypeError(f"headers must be a dict or a list of (str, value) tuples, got {pair!r}")
+        if pair[0].startswith(HEADER_PREFIX):
+            raise MessageError(f"header {pair[0]!r} uses the reserved prefix {HEADER_PREFIX!r}, "
+                               "which a call with RocketMQ extras writes itself")
+    return pairs

@@ -19,10 +19,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
+import threading
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from facade.names import Header
+from rocketkafka.names import Header
 
 #: The environment variable choosing the format when ``--log-format`` is not given.
 LOG_FORMAT_ENV = "ROCKETKAFKA_LOG_FORMAT"
@@ -32,7 +35,10 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # Attributes every LogRecord has: anything else on a record came from ``extra=``.
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime", "taskName"}
 
-_chosen = {"format": None}  # the format the CLI picked; sub-commands re-configuring levels keep it
+_chosen: dict[str, str | None] = {"format": None}  # the format the CLI picked; sub-commands re-configuring levels keep it
+
+# the password part of ``scheme://user:password@host`` (Redis and Kafka URLs)
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)([^@\s]+)(@)")
 
 
 class JsonFormatter(logging.Formatter):
@@ -89,3 +95,64 @@ def record_fields(record: Any, msg_id: str | None = None) -> dict[str, Any]:
                 msg_id = value.decode("utf-8", "replace")
                 break
     return {"msg_id": msg_id, "topic": record.topic(), "partition": record.partition(), "offset": record.offset()}
+
+
+class RepeatFilter(logging.Filter):
+    """Lets a log line through once per ``window_s``; the repeats in between are counted, not written.
+
+    librdkafka reports a broker it cannot reach on every reconnect attempt, from every client
+    (admin, producer, consumer): without this an unreachable broker writes dozens of identical
+    ERROR lines per send. Lines are compared without the client name and the ``after N ms``
+    timing; the first line after a window says how many were held back.
+    """
+
+    _VARYING = re.compile(r"\[rdkafka#[\w-]+\] |\(after \d+ms[^)]*\)|\d+ms")
+
+    def __init__(self, window_s: float = 60.0) -> None:
+        super().__init__()
+        self.window_s = window_s
+        self._seen: dict[tuple[int, str], list[float]] = {}  # line -> [last written at, repeats held back]
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.levelno, self._VARYING.sub("", record.getMessage()))
+        now = record.created
+        with self._lock:
+            seen = self._seen.get(key)
+            if seen is not None and now - seen[0] < self.window_s:
+                seen[1] += 1
+                return False
+            held = int(seen[1]) if seen is not None else 0
+            self._seen[key] = [now, 0]
+            if len(self._seen) > 1000:  # bounded: forget the oldest lines
+                for old in sorted(self._seen, key=lambda k: self._seen[k][0])[:500]:
+                    del self._seen[old]
+        if held:
+            record.msg, record.args = f"{record.getMessage()} ({held} like it held back in the last {self.window_s:g} s)", None
+        return True
+
+
+#: Kafka client settings whose values are secrets (librdkafka's sensitive properties and their kin).
+SECRET_SETTING = re.compile(r"password|secret|jaas|token|credential|key\.pem|keystore|oauthbearer\.config", re.I)
+#: What a redacted secret reads as.
+REDACTED = "***"
+
+
+def redact_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` with the value of every secret setting (:data:`SECRET_SETTING`) replaced by ``***``
+    and passwords of URLs in the other values hidden (:func:`redact_url`).
+
+    >>> redact_config({"sasl.username": "app", "sasl.password": "pw", "url": "redis://:pw@h"})
+    {'sasl.username': 'app', 'sasl.password': '***', 'url': 'redis://:***@h'}
+    """
+    return {key: REDACTED if SECRET_SETTING.search(str(key)) else redact_url(value) if isinstance(value, str) else value
+            for key, value in config.items()}
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the password of every ``scheme://user:password@host`` in it replaced by ``***``.
+
+    >>> redact_url("redis://:s3cret@10.0.0.1:6379/0 and rediss://app:pw@r:6380")
+    'redis://:***@10.0.0.1:6379/0 and rediss://app:***@r:6380'
+    """
+    return _URL_PASSWORD.sub(r"\1***\3", text)

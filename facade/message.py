@@ -9,13 +9,15 @@ queue_offset, reconsume_times, born_timestamp, store_timestamp``.
 from __future__ import annotations
 
 import enum
+from collections import namedtuple
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 from datetime import datetime, timedelta
+from typing import Any
 
-from facade.errors import MessageError
-from facade.names import HEADER_PREFIX
+from rocketkafka.errors import MessageError
+from rocketkafka.headers import read_headers
+from rocketkafka.names import HEADER_PREFIX, check_topic_name
 
 
 def _normalize_keys(keys: str | Iterable[str] | None) -> str | None:
@@ -35,7 +37,7 @@ class Message:
 
     Parameters:
         topic: destination topic (must exist).
-        body: payload bytes.
+        body: payload bytes (a ``str`` is sent as UTF-8, as rocketmq-client-python does).
         tags: one tag, used by consumers' tag expressions (``"TagA"``).
         keys: one key or several (space separated, or a list); searchable business keys.
         properties: user properties, sent as plain record headers.
@@ -54,10 +56,10 @@ class Message:
                  delay_time_level: int = 0, deliver_at: datetime | float | None = None,
                  delay: timedelta | float | None = None) -> None:
         self.topic = topic
-        self.body = body
+        self.body = body.encode() if type(body) is str else body
         self.tags = tags
-        self.keys = _normalize_keys(keys)
-        self.properties: dict[str, str] = dict(properties or {})
+        self.keys = keys if type(keys) is str and keys else _normalize_keys(keys)
+        self.properties: dict[str, str] = dict(properties) if properties else {}
         self.delay_time_level = delay_time_level
         self.deliver_at = deliver_at
         self.delay = delay
@@ -70,8 +72,8 @@ class Message:
     def set_tags(self, tags: str) -> None:
         self.tags = tags
 
-    def set_body(self, body: bytes) -> None:
-        self.body = body
+    def set_body(self, body: bytes | str) -> None:
+        self.body = body.encode() if isinstance(body, str) else body
 
     def set_property(self, key: str, value: str) -> None:
         self.properties[key] = value
@@ -80,9 +82,11 @@ class Message:
         self.delay_time_level = level
 
     def validate(self) -> None:
-        """Raise :class:`MessageError` naming the first thing wrong with this message."""
+        """Raise :class:`MessageError` naming the first thing wrong with this message
+        (:class:`~rocketkafka.errors.InvalidTopicNameError` for a topic name Kafka refuses)."""
         if not isinstance(self.topic, str) or not self.topic:
             raise MessageError(f"topic must be a non-empty string, got {self.topic!r}")
+        check_topic_name(self.topic)  # InvalidTopicNameError names the rule: such a topic can never exist
         if not isinstance(self.body, (bytes, bytearray, memoryview)):
             raise MessageError(f"body must be bytes, got {type(self.body).__name__} (encode it first)")
         if self.tags is not None and (not isinstance(self.tags, str) or not self.tags.strip() or "||" in self.tags):
@@ -104,76 +108,183 @@ class Message:
 class MessageExt:
     """A received message (RocketMQ's ``MessageExt``): queue id = partition, queue offset = offset.
 
-    Built for every consumed record, so it is a slotted class, and a message decoded from a
-    Kafka record (:meth:`from_record`) reads body, key and timestamps from the record only
-    when they are asked for.
+    One is made for every consumed record, so wrapping a record costs one small object:
+    body, key and timestamps are read from the record, and the system headers (id, tags,
+    keys, reconsume times, born time, user properties) are decoded all at once the first
+    time one of them is asked for. A garbled system header raises
+    :class:`~rocketkafka.errors.MalformedRecordError` then; consumers dead-letter the record.
+
+    Properties read as in rocketmq-client-python: ``msg.get_property("region")`` or
+    ``msg["region"]`` (``KeyError`` when absent); system properties by their header name.
     """
 
-    __slots__ = ("id", "topic", "tags", "keys", "queue_id", "queue_offset", "reconsume_times", "properties", "headers",
-                 "_record", "_body", "_key", "_born", "_store")
+    __slots__ = ("_record", "_topic", "_queue_id", "_queue_offset", "_id", "_tags", "_keys", "_reconsume", "_born",
+                 "_properties", "_headers", "_body", "_key", "_store")
 
     def __init__(self, id: str, topic: str, body: bytes, tags: str | None, keys: str | None, queue_id: int,
                  queue_offset: int, reconsume_times: int, born_timestamp: int, store_timestamp: int,
                  properties: dict[str, str] | None = None, key: bytes | None = None,
-                 headers: list[tuple[str, bytes]] | None = None) -> None:
-        self.id = id
-        self.topic = topic
-        self.tags = tags
-        self.keys = keys
-        self.queue_id = queue_id
-        self.queue_offset = queue_offset
-        self.reconsume_times = reconsume_times
-        self.properties = properties if properties is not None else {}  # user properties (plain headers)
-        self.headers = headers if headers is not None else []  # raw, all of them
-        self._record = None
-        self._body, self._key, self._born, self._store = body, key, born_timestamp, store_timestamp
+                 headers: list[tuple[str, bytes | None]] | None = None) -> None:
+        self._record: Any = None  # a confluent-kafka record (see ``of``); None for one built by hand
+        self._id, self._topic, self._body, self._tags, self._keys = id, topic, body, tags, keys
+        self._queue_id, self._queue_offset, self._reconsume = queue_id, queue_offset, reconsume_times
+        self._born: int | None = born_timestamp  # decoded: None when the record has no born-time header
+        self._store, self._key = store_timestamp, key
+        self._properties = properties if properties is not None else {}
+        self._headers = headers if headers is not None else []
 
     @classmethod
-    def from_record(cls, record: Any, msg_id: str, tags: str | None, keys: str | None, reconsume_times: int,
-                    born_timestamp: int | None, properties: dict[str, str], headers: list[tuple[str, bytes]]) -> MessageExt:
-        """A message over a confluent-kafka record whose system headers are already parsed."""
-        self = cls.__new__(cls)
-        self.id, self.tags, self.keys, self.reconsume_times = msg_id, tags, keys, reconsume_times
-        self.topic, self.queue_id, self.queue_offset = record.topic(), record.partition(), record.offset()
-        self.properties, self.headers = properties, headers
-        self._record, self._body, self._key, self._born, self._store = record, _UNREAD, _UNREAD, born_timestamp, _UNREAD
+    def of(cls, record: Any, topic: str | None = None) -> MessageExt:
+        """The message of a confluent-kafka record; ``topic`` overrides the record's (a retry copy is
+        seen under its original topic). Nothing is decoded yet."""
+        self = _new(cls)
+        self._record = record
+        if topic is not None:
+            self._topic = topic
         return self
 
     @property
+    def record(self) -> Any:
+        """The confluent-kafka record this message came from (``None`` for one built by hand)."""
+        return self._record
+
+    def decode(self) -> MessageExt:
+        """Decode the system headers now (they are otherwise decoded on first use); returns the message.
+
+        Raises:
+            MalformedRecordError: a system header is garbled.
+        """
+        if self._record is None:
+            return self
+        h = read_headers(self._record)
+        self._id, self._tags, self._keys, self._reconsume, self._born = h.msg_id, h.tags, h.keys, \
+            h.reconsume_times, h.born_ms
+        self._properties, self._headers = h.properties, h.headers
+        return self
+
+    def _decoded(self, name: str) -> Any:
+        try:
+            return getattr(self, name)
+        except AttributeError:
+            self.decode()
+            return getattr(self, name)
+
+    @property
+    def id(self) -> str:
+        """The message id (``UNIQ_KEY``), or ``topic@partition@offset`` for a record without one."""
+        return self._decoded("_id")
+
+    @property
+    def tags(self) -> str | None:
+        return self._decoded("_tags")
+
+    @property
+    def keys(self) -> str | None:
+        """The message keys, space separated (``key_list`` splits them)."""
+        return self._decoded("_keys")
+
+    @property
+    def reconsume_times(self) -> int:
+        """How often this message was consumed before and failed."""
+        return self._decoded("_reconsume")
+
+    @reconsume_times.setter
+    def reconsume_times(self, value: int) -> None:
+        self._decoded("_reconsume")
+        self._reconsume = value
+
+    @property
+    def properties(self) -> dict[str, str]:
+        """User properties (plain headers, UTF-8)."""
+        return self._decoded("_properties")
+
+    @property
+    def headers(self) -> list[tuple[str, bytes | None]]:
+        """Every header of the record, raw, in order (duplicates kept)."""
+        return self._decoded("_headers")
+
+    @property
+    def topic(self) -> str:
+        try:
+            return self._topic
+        except AttributeError:
+            self._topic = self._record.topic()
+            return self._topic
+
+    @topic.setter
+    def topic(self, value: str) -> None:
+        self._topic = value
+
+    @property
+    def queue_id(self) -> int:
+        """The partition."""
+        try:
+            return self._queue_id
+        except AttributeError:
+            return self._record.partition()
+
+    @property
+    def queue_offset(self) -> int:
+        """The offset in the partition."""
+        try:
+            return self._queue_offset
+        except AttributeError:
+            return self._record.offset()
+
+    @property
     def body(self) -> bytes:
-        """The payload."""
-        if self._body is _UNREAD:
+        """The payload (``b""`` for a record without a value)."""
+        try:
+            return self._body
+        except AttributeError:
             value = self._record.value()
             self._body = value if value is not None else b""
-        return self._body
+            return self._body
 
     @property
     def key(self) -> bytes | None:
         """The Kafka record key."""
-        if self._key is _UNREAD:
-            self._key = self._record.key()
-        return self._key
+        try:
+            return self._key
+        except AttributeError:
+            return self._record.key()
 
     @property
     def store_timestamp(self) -> int:
         """Epoch ms of the record (the broker's or the producer's create time)."""
-        if self._store is _UNREAD:
+        try:
+            return self._store
+        except AttributeError:
             self._store = self._record.timestamp()[1]
-        return self._store
+            return self._store
 
     @property
     def born_timestamp(self) -> int:
-        """Epoch ms at the producer (the born-time header of copies, else the record's create time)."""
-        return self._born if self._born is not None else self.store_timestamp
+        """Epoch ms at the producer (the born-time header, else the record's create time)."""
+        born = self._decoded("_born")
+        return born if born is not None else self.store_timestamp
 
-    def get_property(self, name: str) -> str | None:
-        """A user property, or a system one by its full header name."""
-        if name in self.properties:
-            return self.properties[name]
+    def get_property(self, name: str | enum.Enum) -> str | None:
+        """A user property, or a system one; ``None`` when absent (as rocketmq-client-python).
+
+        ``name`` is a property name, a system property's full header name (``"rk.TAGS"``), RocketMQ's
+        bare name of it (``"TAGS"``, ``"KEYS"``, ``"UNIQ_KEY"``...) or an enum member whose value is
+        one (upstream's ``MessageProperty.TAGS``).
+        """
+        if isinstance(name, enum.Enum):
+            name = str(name.value)
+        properties = self.properties
+        if name in properties:
+            return properties[name]
+        system = name if name.startswith(HEADER_PREFIX) else HEADER_PREFIX + name
         for k, v in self.headers:
-            if k == name:
+            if k == name or k == system:
                 return v.decode("utf-8", "replace") if v is not None else None
         return None
+
+    def __getitem__(self, name: str | enum.Enum) -> str | None:
+        """``msg["region"]``, as rocketmq-client-python's ``msg[prop]``: :meth:`get_property` (``None`` when absent)."""
+        return self.get_property(name)
 
     @property
     def key_list(self) -> list[str]:
@@ -185,7 +296,8 @@ class MessageExt:
                 f"queue_id={self.queue_id}, queue_offset={self.queue_offset}, reconsume_times={self.reconsume_times})")
 
 
-_UNREAD: Any = object()  # not yet read from the record
+_new = object.__new__
+
 
 
 class SendStatus(enum.IntEnum):
@@ -197,15 +309,33 @@ class SendStatus(enum.IntEnum):
     SLAVE_NOT_AVAILABLE = 3
 
 
-@dataclass(frozen=True)
-class SendResult:
-    """Outcome of a send: the stored message's id, partition and offset."""
+_SendResultTuple = namedtuple("SendResult", ["status", "msg_id", "offset"])  # type: ignore[name-match]  # upstream's name
+_tuple_new = tuple.__new__
 
-    status: SendStatus
-    msg_id: str
+
+class SendResult(_SendResultTuple):
+    """Outcome of a send, rocketmq-client-python's namedtuple ``SendResult(status, msg_id, offset)``.
+
+    It unpacks (``status, msg_id, offset = result``), indexes and compares as upstream's
+    three-field tuple; ``topic`` and ``queue_id`` (the partition) say where the message is stored.
+
+    >>> r = SendResult(SendStatus.OK, "0193...", 42, topic="orders", queue_id=3)
+    >>> status, msg_id, offset = r
+    >>> (offset, r.queue_id)
+    (42, 3)
+    """
+
     topic: str
     queue_id: int
-    offset: int
+
+    def __new__(cls, status: SendStatus, msg_id: str, offset: int, topic: str = "", queue_id: int = -1) -> SendResult:
+        self = _tuple_new(cls, (status, msg_id, offset))  # namedtuple's own __new__ is a Python call more
+        self.topic, self.queue_id = topic, queue_id
+        return self
+
+    def __repr__(self) -> str:
+        return (f"SendResult(status={self.status!r}, msg_id={self.msg_id!r}, offset={self.offset}, "
+                f"topic={self.topic!r}, queue_id={self.queue_id})")
 
 
 class ConsumeStatus(enum.IntEnum):

@@ -19,6 +19,7 @@ class MetricsEndpoint:
         if self._server is None:
             self._server, _ = start_http_server(port, addr=addr, registry=self.registry)
             self.port = self._server.server_address[1]
+        assert self.port is not None  # set together with the server
         return self.port
 
     def close(self) -> None:

@@ -16,16 +16,17 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from facade.codec import MalformedRecordError
-from facade.logs import message_fields, record_fields
-from facade.message import MessageExt
-from facade.names import Header
-from facade.sender import Record, Sender
+from rocketkafka.errors import MalformedRecordError
+from rocketkafka.headers import record_id
+from rocketkafka.logs import message_fields, record_fields
+from rocketkafka.message import MessageExt
+from rocketkafka.names import Header
+from rocketkafka.record import Record
+from rocketkafka.sender import Sender
+from rocketkafka.trace import DEAD_LETTERED, RETRIED, Tracer
 
 log = logging.getLogger(__name__)
 
-#: RocketMQ: retry number n waits delay level ``3 + n`` (10 s, 30 s, 1 m, ...).
-RETRY_BASE_DELAY_LEVEL = 3
 _REWRITTEN = {Header.RECONSUME_TIMES, Header.ORIGIN_TOPIC, Header.ORIGIN_QUEUE_ID, Header.ORIGIN_OFFSET,
               Header.ORIGIN_MSG_ID, Header.LAST_ERROR, Header.DLQ_REASON}
 
@@ -39,16 +40,18 @@ class Reconsumer:
         max_reconsume_times: tries after the first before dead-lettering (RocketMQ: 16).
         retry_router: optional ``(record, reconsume_times) -> record`` that delays the copy
             (the delay package routes it through level ``3 + reconsume_times``).
+        tracer: writes ``RETRIED`` / ``DEAD_LETTERED`` trace events (:mod:`rocketkafka.trace`).
     """
 
     def __init__(self, sender: Sender, group: str, max_reconsume_times: int = 16,
-                 retry_router: Callable[[Record, int], Record] | None = None) -> None:
+                 retry_router: Callable[[Record, int], Record] | None = None, tracer: Tracer | None = None) -> None:
         if max_reconsume_times < 0:
             raise ValueError("max_reconsume_times must be >= 0")
         self.sender = sender
         self.group = group
         self.max_reconsume_times = max_reconsume_times
         self.retry_router = retry_router
+        self.tracer = tracer
         self.retry_topic = sender.settings.topics.retry(group)
         self.dlq_topic = sender.settings.topics.dead_letter(group)
         self._counts: Counter[tuple[str, str]] = Counter()  # (retried | dead_lettered, original topic) -> copies
@@ -74,6 +77,12 @@ class Reconsumer:
             record = self.retry_router(record, times)
         self.sender.send_sync(record)
         self._count("retried", msg.topic)
+        if self.tracer is not None:
+            routed = {k: v.decode() for k, v in record.headers if k in (Header.DELIVER_AT, Header.DELAY_LEVEL) and v}
+            self.tracer.emit(RETRIED, msg.id, group=self.group, topic=msg.topic, to_topic=self.retry_topic,
+                             reconsume_times=times, reason=(error or "")[:300],
+                             level=int(routed[Header.DELAY_LEVEL]) if Header.DELAY_LEVEL in routed else None,
+                             due=int(routed[Header.DELIVER_AT]) if Header.DELIVER_AT in routed else None)
         log.debug("sent %s back for try %d: %s", msg.id, times + 1, error, extra=message_fields(msg))
         return self.retry_topic
 
@@ -84,6 +93,9 @@ class Reconsumer:
         self.sender.send_sync(self._copy(msg, self.dlq_topic, {Header.DLQ_REASON: reason,
                                                                Header.RECONSUME_TIMES: str(msg.reconsume_times)}, reason))
         self._count("dead_lettered", msg.topic)
+        if self.tracer is not None:
+            self.tracer.emit(DEAD_LETTERED, msg.id, group=self.group, topic=msg.topic, to_topic=self.dlq_topic,
+                             reconsume_times=msg.reconsume_times, reason=reason[:300])
 
     def dead_letter_raw(self, record: Any, error: MalformedRecordError) -> None:
         """Write a record that could not be decoded to the dead-letter topic, headers untouched."""
@@ -97,6 +109,10 @@ class Reconsumer:
         self.sender.send_sync(Record(self.dlq_topic, -1, record.key(), record.value() or b"", headers,
                                      f"{record.topic()}@{record.partition()}@{record.offset()}"))
         self._count("dead_lettered", record.topic())
+        if self.tracer is not None:
+            self.tracer.emit(DEAD_LETTERED, record_id(record), group=self.group, topic=record.topic(),
+                             partition=record.partition(), offset=record.offset(), to_topic=self.dlq_topic,
+                             reason=str(error)[:300])
 
     def _copy(self, msg: MessageExt, topic: str, extra: dict[str, str], error: str | None) -> Record:
         origin = {

@@ -2,6 +2,11 @@
 
 Everything that can be wrong with a message is checked before the first byte
 reaches librdkafka, so a bad call raises and sends nothing.
+
+This is every RocketMQ-style send's hot path, so the common message (bytes body, a tag,
+keys, no properties, no delay, no selector) is prepared by :meth:`Sender.produce_message`
+without building a :class:`Record`: the per-message work is the id, the born time, the
+header list and one ``produce`` call (measured by ``rocketkafka.tools.bench.produce``).
 """
 
 from __future__ import annotations
@@ -9,21 +14,22 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import Producer as _KafkaProducer
 
-from facade.admin import TopicAdmin
-from facade.codec import encode_headers
-from facade.config import Settings
-from facade.errors import MessageTooLargeError, SendError, StateError
-from facade.message import Message, SendResult, SendStatus
-from facade.msgid import new_msg_id_at
-from facade.names import Header
-from facade.selectors import Selector, select_partition
+from rocketkafka.admin import TopicAdmin
+from rocketkafka.codec import encode_headers
+from rocketkafka.config import Settings, kafka_client
+from rocketkafka.errors import BrokerUnavailableError, MessageTooLargeError, SendError, StateError
+from rocketkafka.message import Message, SendResult, SendStatus
+from rocketkafka.msgid import new_msg_id_and_born, new_msg_id_at
+from rocketkafka.names import Header
+from rocketkafka.partitioning import DEFAULT_PARTITIONER, key_partition, partitioner_of
+from rocketkafka.queue_selectors import Selector, select_partition, sharding_key_bytes
+from rocketkafka.record import Record
 
 log = logging.getLogger(__name__)
 
@@ -32,16 +38,10 @@ DEFAULT_MAX_MESSAGE_BYTES = 1_000_000
 _HEADER_OVERHEAD = 8  # per header, rough upper bound of the record framing
 
 
-@dataclass(slots=True)
-class Record:
-    """A message ready for Kafka: where it goes and what it carries."""
+class _DelayRouting(Protocol):
+    """What the sender asks of ``rocketkafka.schedule.routing.DelayRouter`` (imported lazily, on first use)."""
 
-    topic: str
-    partition: int  # -1: let the partitioner choose
-    key: bytes | None
-    value: bytes
-    headers: list[tuple[str, bytes]]
-    msg_id: str
+    def route(self, msg: Message, record: Record, partitions: int) -> Record: ...
 
 
 class Sender:
@@ -49,51 +49,89 @@ class Sender:
 
     Parameters:
         settings: broker address and internal topic names.
-        producer_config: extra confluent-kafka producer settings.
-        group_id: producer group (stamped on transactional and check-back records).
+        producer_config: extra confluent-kafka producer settings (``partitioner`` defaults to
+            ``murmur2_random``: :mod:`rocketkafka.partitioning`).
+        group_id: producer group (stamped on transactional records only, as RocketMQ's ``PGROUP``).
+        kafka: a confluent-kafka producer to send with instead of making one (the drop-in producer
+            is one); its ``produce``/``poll``/``flush`` of :class:`confluent_kafka.Producer` are used.
+        send_timeout: seconds a send may take in all (metadata look-up included); also librdkafka's
+            ``message.timeout.ms`` unless the config sets it.
     """
 
-    def __init__(self, settings: Settings, producer_config: dict[str, Any] | None = None, group_id: str | None = None) -> None:
+    def __init__(self, settings: Settings, producer_config: dict[str, Any] | None = None, group_id: str | None = None,
+                 *, kafka: _KafkaProducer | None = None, send_timeout: float | None = None) -> None:
         self.settings = settings
         self.group_id = group_id
-        config = settings.kafka_config(**{"linger.ms": 5, "enable.idempotence": True, **(producer_config or {})})
+        extra: dict[str, Any] = {"linger.ms": 5, "enable.idempotence": True, "partitioner": DEFAULT_PARTITIONER}
+        if send_timeout is not None:
+            extra["message.timeout.ms"] = max(1, int(send_timeout * 1000))
+        config = settings.kafka_config(**{**extra, **(producer_config or {})})
+        self.partitioner = partitioner_of(config)
         self.max_bytes = int(config.get("message.max.bytes", DEFAULT_MAX_MESSAGE_BYTES))
+        self.send_timeout = send_timeout if send_timeout is not None else 30.0
         self.admin = TopicAdmin(settings)
-        self.kafka = _KafkaProducer(config)
+        self.kafka = kafka if kafka is not None else kafka_client(_KafkaProducer, config)
+        # confluent-kafka's own methods, bound once: the drop-in overrides produce() on the same object
+        self._produce = _KafkaProducer.produce.__get__(self.kafka)
+        #: confluent-kafka's ``poll`` of the producer: serves delivery reports
+        self.poll = _KafkaProducer.poll.__get__(self.kafka)
         self._closed = False
         self._partitions: dict[str, tuple[float, int]] = {}
-        self._delay_router = None  # built on first delayed send (the delay package's seam)
+        self._fast_limit = self.max_bytes // 2  # a message below this (body + tags + keys) needs no size sum
+        self._delay_router: _DelayRouting | None = None  # built on first delayed send (the delay package's seam)
 
     # -- preparing -------------------------------------------------------------------
-    def partitions(self, topic: str) -> int:
-        """Partition count of an existing topic (cached); :class:`TopicNotFoundError` otherwise."""
+    def partitions(self, topic: str, timeout: float | None = None) -> int:
+        """Partition count of an existing topic (cached 30 s).
+
+        Raises:
+            TopicNotFoundError: the topic does not exist.
+            SendError: no broker answered within ``timeout`` s (default: the send timeout); it carries
+                librdkafka's KafkaError (``_TRANSPORT``, ``_TIMED_OUT``...).
+        """
         cached = self._partitions.get(topic)
         if cached is not None and cached[0] > time.monotonic():
             return cached[1]
-        count = self.admin.partitions(topic)
+        try:
+            count = self.admin.partitions(topic, timeout=min(10.0, self.send_timeout) if timeout is None else timeout)
+        except BrokerUnavailableError as exc:
+            raise SendError(topic, str(exc), exc.error, retriable=True) from exc
         self._partitions[topic] = (time.monotonic() + 30.0, count)
         return count
 
+    def key_partition(self, key: bytes, topic: str) -> int:
+        """Where this producer's partitioner puts ``key`` in ``topic`` (:mod:`rocketkafka.partitioning`)."""
+        return key_partition(key, self.partitions(topic), self.partitioner)
+
     def prepare(self, msg: Message, selector: Selector | None = None, arg: Any = None,
-                sharding_key: str | None = None, system: dict[str, str] | None = None) -> Record:
-        """Validate and encode ``msg``; nothing is sent.
+                sharding_key: str | None = None, system: dict[str, str] | None = None,
+                timeout: float | None = None) -> Record:
+        """Validate and encode ``msg``; nothing is sent. Looking the topic up takes at most ``timeout`` s
+        (default: the send timeout, at most 10 s).
+
+        A ``sharding_key`` becomes the record key and places the record by this producer's
+        partitioner (unless a selector chose); otherwise the message's first key is the record key.
 
         Raises:
             MessageError, TopicNotFoundError, SelectorError, DelayError: the message cannot be sent as given.
+            SendError: no broker answered the topic lookup within ``timeout`` s.
         """
         if self._closed:
             raise StateError("producer is shut down")
         msg.validate()
-        partitions = self.partitions(msg.topic)
+        partitions = self.partitions(msg.topic, timeout)
         partition = select_partition(selector, partitions, msg, arg) if selector else -1
         now_ms = time.time_ns() // 1_000_000
         msg_id = new_msg_id_at(now_ms)
         extra = dict(system or {})
+        key: bytes | None
         if sharding_key is not None:
-            extra[Header.SHARDING_KEY] = str(sharding_key)
-        if self.group_id:
-            extra.setdefault(Header.PRODUCER_GROUP, self.group_id)
-        key = sharding_key.encode() if isinstance(sharding_key, str) else (msg.keys.split()[0].encode() if msg.keys else None)
+            key = sharding_key_bytes(sharding_key)
+            extra[Header.SHARDING_KEY] = key.decode("utf-8", "replace")
+            if partition == -1:
+                partition = key_partition(key, partitions, self.partitioner)
+        else:
+            key = msg.keys.split()[0].encode() if msg.keys else None
         record = Record(msg.topic, partition, key, bytes(msg.body),
                         encode_headers(msg, msg_id, now_ms, extra), msg_id)
         if msg.delay_time_level or msg.deliver_at is not None or msg.delay is not None:
@@ -102,44 +140,92 @@ class Sender:
         msg.id = msg_id
         return record
 
+    def produce_message(self, msg: Message, on_delivery: Callable[[KafkaError | None, Any], None] | None = None) -> str:
+        """Validate, encode and produce ``msg`` (no selector): the hot path of ``send_async``/``send_oneway``.
+
+        Returns the message id (also set on ``msg.id``). Messages with properties, a delay or a
+        large body take :meth:`prepare`; the rest are checked here with the same rules.
+        """
+        topic, body, tags, keys = msg.topic, msg.body, msg.tags, msg.keys
+        if (msg.properties or msg.delay_time_level or msg.deliver_at is not None or msg.delay is not None
+                or type(body) is not bytes or type(topic) is not str or topic not in self._partitions
+                or self._closed or len(body) >= self._fast_limit
+                or (tags is not None and (type(tags) is not str or not tags.strip() or "||" in tags or len(tags) > 1024))
+                or (keys is not None and (type(keys) is not str or len(keys) > 1024))):
+            record = self.prepare(msg)  # the general path: every check, delays, size sums
+            self.produce(record, on_delivery)
+            return record.msg_id
+        id_bytes, born = new_msg_id_and_born()
+        if keys:
+            key = keys.split(None, 1)[0].encode()
+            headers = [(_MSG_ID, id_bytes), (_BORN, born), (_TAGS, tags.encode()), (_KEYS, keys.encode())] if tags \
+                else [(_MSG_ID, id_bytes), (_BORN, born), (_KEYS, keys.encode())]
+        else:
+            key = None
+            headers = [(_MSG_ID, id_bytes), (_BORN, born), (_TAGS, tags.encode())] if tags \
+                else [(_MSG_ID, id_bytes), (_BORN, born)]
+        try:
+            self._produce(topic, body, key, headers=headers, on_delivery=on_delivery)
+        except BufferError:
+            self._produce_waiting(topic, body, key, headers, on_delivery)
+        except KafkaException as exc:
+            raise SendError(topic, str(exc), exc.args[0] if exc.args else None) from exc
+        msg_id = id_bytes.decode()
+        msg.id = msg_id
+        return msg_id
+
     def check_size(self, record: Record) -> None:
         """Raise :class:`MessageTooLargeError` when the record would exceed ``message.max.bytes``."""
-        size = len(record.value) + len(record.key or b"")
+        size = len(record.value or b"") + len(record.key or b"")
         if size < self.max_bytes // 2 and len(record.headers) <= 8 and self._small_headers(record):
             return  # the common case, decided without summing every header
-        size += sum(len(k) + len(v) + _HEADER_OVERHEAD for k, v in record.headers)
+        size += sum(len(k) + len(v or b"") + _HEADER_OVERHEAD for k, v in record.headers)
         if size > self.max_bytes:
             raise MessageTooLargeError(record.topic, size, self.max_bytes)
 
     def _small_headers(self, record: Record) -> bool:
-        return all(len(v) < 1024 for _, v in record.headers)
+        return all(v is None or len(v) < 1024 for _, v in record.headers)
 
     def _route_delayed(self, msg: Message, record: Record, partitions: int) -> Record:
         if self._delay_router is None:
-            from delay.routing import DelayRouter  # narrow seam into the delay package
+            from rocketkafka.schedule.routing import DelayRouter  # narrow seam into the rocketkafka.delay package
 
-            self._delay_router = DelayRouter(self.settings, self.admin)
+            self._delay_router = DelayRouter(self.settings, self.admin, partitioner=self.partitioner)
         return self._delay_router.route(msg, record, partitions)
 
     # -- sending ---------------------------------------------------------------------
     def produce(self, record: Record, on_delivery: Callable[[KafkaError | None, Any], None] | None = None) -> None:
         """Hand ``record`` to librdkafka (waiting for queue space rather than failing)."""
-        kwargs: dict[str, Any] = {"key": record.key, "headers": record.headers}
-        if record.partition >= 0:
-            kwargs["partition"] = record.partition
-        if on_delivery is not None:
-            kwargs["on_delivery"] = on_delivery
+        partition = record.partition if record.partition >= 0 else _ANY_PARTITION
+        try:
+            self._produce(record.topic, record.value, record.key, partition, on_delivery, headers=record.headers)
+        except BufferError:
+            self._produce_waiting(record.topic, record.value, record.key, record.headers, on_delivery, partition)
+        except KafkaException as exc:
+            raise SendError(record.topic, str(exc), exc.args[0] if exc.args else None) from exc
+
+    def _produce_waiting(self, topic: str, value: bytes | None, key: bytes | None,
+                         headers: Sequence[tuple[str, bytes | None]],
+                         on_delivery: Callable | None, partition: int = -1) -> None:
+        """librdkafka's queue is full: serve delivery reports until there is room (RocketMQ's send blocks too)."""
         while True:
+            self.poll(0.05)
             try:
-                self.kafka.produce(record.topic, record.value, **kwargs)
+                self._produce(topic, value, key, partition, on_delivery, headers=headers)
                 return
             except BufferError:
-                self.kafka.poll(0.05)
+                continue
             except KafkaException as exc:
-                raise SendError(record.topic, str(exc)) from exc
+                raise SendError(topic, str(exc), exc.args[0] if exc.args else None) from exc
 
-    def send_sync(self, record: Record, timeout: float = 30.0) -> SendResult:
-        """Produce and wait for the broker's ack."""
+    def send_sync(self, record: Record, timeout: float | None = None) -> SendResult:
+        """Produce and wait for the broker's ack (at most ``timeout`` s, default the send timeout).
+
+        Raises:
+            SendError: the broker refused the record, or no acknowledgement came in time; its
+                ``error`` is the KafkaError (``code()``, ``retriable()``).
+        """
+        timeout = self.send_timeout if timeout is None else timeout
         done = threading.Event()
         outcome: dict[str, Any] = {}
 
@@ -147,20 +233,28 @@ class Sender:
             outcome["err"], outcome["msg"] = err, kmsg
             done.set()
 
-        self.produce(record, delivered)
         deadline = time.monotonic() + timeout
+        self.produce(record, delivered)
         while not done.is_set():
-            if time.monotonic() > deadline:
-                raise SendError(record.topic, f"no acknowledgement within {timeout} s")
-            self.kafka.poll(0.01)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise SendError(record.topic, f"no acknowledgement within {timeout:g} s",
+                                KafkaError(KafkaError._TIMED_OUT, f"no acknowledgement within {timeout:g} s",
+                                           retriable=True))
+            self.poll(min(0.01, left))
         return self.result(record, outcome["err"], outcome["msg"])
+
+    @staticmethod
+    def result_error(topic: str, err: KafkaError) -> SendError:
+        """The :class:`SendError` of a failed delivery report."""
+        return SendError(topic, err.str(), err)
 
     @staticmethod
     def result(record: Record, err: KafkaError | None, kmsg: Any) -> SendResult:
         """The SendResult of a delivery report, or :class:`SendError`."""
         if err is not None:
-            raise SendError(record.topic, err.str())
-        return SendResult(SendStatus.OK, record.msg_id, kmsg.topic(), kmsg.partition(), kmsg.offset())
+            raise Sender.result_error(record.topic, err)
+        return SendResult(SendStatus.OK, record.msg_id, kmsg.offset(), kmsg.topic(), kmsg.partition())
 
     def flush(self, timeout: float = 30.0) -> int:
         return self.kafka.flush(timeout)
@@ -172,3 +266,8 @@ class Sender:
             if remaining:
                 log.warning("producer closed with %d messages undelivered", remaining)
             self._closed = True
+
+
+_MSG_ID, _BORN, _TAGS, _KEYS = Header.MSG_ID, Header.BORN_TIMESTAMP, Header.TAGS, Header.KEYS
+#: confluent-kafka's "let the partitioner choose" partition (``RD_KAFKA_PARTITION_UA``).
+_ANY_PARTITION = -1

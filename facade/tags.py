@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from facade.errors import TagExpressionError
+from rocketkafka.errors import TagExpressionError
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,14 @@
-"""Ownership machinery: membership, allocation, the Redis lock table, and the push consumer modes."""
+"""Ordered consumption on Kafka: the ownership engine and the consumers on it.
 
-from ordering.allocation import (
+- :class:`PushConsumer`: RocketMQ's push consumer (concurrent, orderly, key-ordered; batch listeners);
+- :class:`IdempotentConsumer`: a listener runs at most once per message id, even across crashes;
+- :class:`OwnershipEngine`: membership, allocation, the Redis lock table, fetching, flow control and
+  commits -- the one poll loop the push consumer, the drop-in consumer, the delay forwarder and the
+  transaction checker all run on, each with its own :class:`Step`;
+- :class:`LockTable`, :class:`Membership` and the allocation strategies it is built from.
+"""
+
+from rocketkafka.ordering.allocation import (
     AllocationStrategy,
     Averagely,
     AveragelyByCircle,
@@ -10,21 +18,54 @@ from ordering.allocation import (
     Member,
     strategy_named,
 )
-from ordering.idempotent import IdempotentConsumer, MarkState
-from ordering.key_ordered import KeyOrderedDispatch
-from ordering.locks import Held, LockRenewer, LockSettings, LockTable, bench_renew
-from ordering.membership import Membership, MembershipSettings
-from ordering.metrics import ConsumerMetrics, PartitionSample
-from ordering.options import ConsumerOptions
-from ordering.order_keys import MESSAGE_KEY, PARTITION, order_key_of, parse_json_path
-from ordering.orderly import OrderlyDispatch
-from ordering.push_consumer import PushConsumer, Subscription
+from rocketkafka.ordering.engine import OwnershipEngine, PartitionState
+from rocketkafka.ordering.idempotent import IdempotentConsumer, MarkState
+from rocketkafka.ordering.lifecycle import Health, State
+from rocketkafka.ordering.listening import BatchFailure, MessageBatch
+from rocketkafka.ordering.locks import Held, LockRenewer, LockSettings, LockTable
+from rocketkafka.ordering.membership import Membership, MembershipSettings
+from rocketkafka.ordering.metrics import ConsumerMetrics, PartitionSample
+from rocketkafka.ordering.options import ConsumerOptions, OwnershipOptions
+from rocketkafka.ordering.order_keys import MESSAGE_KEY, PARTITION, order_key_of, parse_json_path
+from rocketkafka.ordering.push_consumer import PushConsumer
+from rocketkafka.ordering.step import Claim, ClaimContext, Step
+from rocketkafka.ordering.work import BatchHandler, Outcome
 
-__all__ = sorted([
-    "AllocationStrategy", "Averagely", "AveragelyByCircle", "ByConfig", "ConsistentHash", "ConsumerMetrics",
-    "ConsumerOptions", "Held",
-    "IdempotentConsumer", "KeyOrderedDispatch", "LockRenewer", "LockSettings", "LockTable", "MESSAGE_KEY",
-    "MachineRoomNearby", "MarkState", "Member", "Membership", "MembershipSettings", "OrderlyDispatch", "PARTITION",
+__all__ = [
+    "MESSAGE_KEY",
+    "PARTITION",
+    "AllocationStrategy",
+    "Averagely",
+    "AveragelyByCircle",
+    "BatchFailure",
+    "BatchHandler",
+    "ByConfig",
+    "Claim",
+    "ClaimContext",
+    "ConsistentHash",
+    "ConsumerMetrics",
+    "ConsumerOptions",
+    "Health",
+    "Held",
+    "IdempotentConsumer",
+    "LockRenewer",
+    "LockSettings",
+    "LockTable",
+    "MachineRoomNearby",
+    "MarkState",
+    "Member",
+    "Membership",
+    "MembershipSettings",
+    "MessageBatch",
+    "Outcome",
+    "OwnershipEngine",
+    "OwnershipOptions",
     "PartitionSample",
-    "PushConsumer", "Subscription", "bench_renew", "order_key_of", "parse_json_path", "strategy_named",
-])
+    "PartitionState",
+    "PushConsumer",
+    "State",
+    "Step",
+    "order_key_of",
+    "parse_json_path",
+    "strategy_named",
+]

@@ -26,7 +26,7 @@ exclusion comes the same way: two handlers racing for one message cannot both ma
 majority. The price is a write to every node per message, twice (begin, finish).
 
 Results: a listener that raises or asks to try again (``RECONSUME_LATER``,
-``SUSPEND_CURRENT_QUEUE_A_MOMENT``, :class:`~facade.message.Suspend`) leaves no mark, so
+``SUSPEND_CURRENT_QUEUE_A_MOMENT``, :class:`~rocketkafka.message.Suspend`) leaves no mark, so
 the retry runs it. While another handler's mark is live, an orderly consumer's
 partition (or key) is suspended for the mark's remaining time without counting a
 failure; a concurrent one waits for it in place, then asks to reconsume later.
@@ -51,12 +51,12 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 from redis.retry import Retry
 
-from facade.errors import ConfigError
-from facade.message import ConsumeOrderlyStatus, ConsumeStatus, MessageExt, Suspend
-from ordering.locks import quorum
+from rocketkafka.errors import ConfigError
+from rocketkafka.message import ConsumeOrderlyStatus, ConsumeStatus, MessageExt, Suspend
+from rocketkafka.ordering.locks import quorum
 
 if TYPE_CHECKING:
-    from ordering.push_consumer import PushConsumer
+    from rocketkafka.ordering.push_consumer import PushConsumer
 
 __all__ = ["IdempotentConsumer", "MarkState", "decide"]
 
@@ -206,7 +206,7 @@ class IdempotentConsumer:
     def state(self, msg_id: str) -> MarkState | None:
         """The marks of ``msg_id`` now: CONSUMED (on any node), BUSY (a live consuming mark) or None."""
         key = self.keys.consumed(self.group, msg_id)
-        values = [node.call(lambda n=node: n.client.get(key)) for node in self._nodes]
+        values = [node.call(lambda: node.client.get(key)) for node in self._nodes]
         if any(v == CONSUMED for v in values):
             return MarkState.CONSUMED
         return MarkState.BUSY if any(v for v in values) else None
@@ -217,7 +217,7 @@ class IdempotentConsumer:
 
     # -- rounds ----------------------------------------------------------------------
     def _begin(self, key: str, mark: str) -> _Begin:
-        answers = [node.call(lambda n=node: n.begin(keys=[key], args=[mark, self.consuming_ttl_ms]))
+        answers = [node.call(lambda: node.begin(keys=[key], args=[mark, self.consuming_ttl_ms]))
                    for node in self._nodes]
         return decide(answers, self.quorum)
 
@@ -229,7 +229,7 @@ class IdempotentConsumer:
             failed = []
             for i in pending:
                 node = self._nodes[i]
-                ok = node.call(lambda n=node: n.client.set(key, CONSUMED, px=self.consumed_ttl_ms))
+                ok = node.call(lambda: node.client.set(key, CONSUMED, px=self.consumed_ttl_ms))
                 if ok:
                     stored += 1
                 else:
@@ -244,7 +244,7 @@ class IdempotentConsumer:
     def _abort(self, key: str, mark: str, nodes: list[int]) -> None:
         for i in nodes:
             node = self._nodes[i]
-            node.call(lambda n=node: n.abort(keys=[key], args=[mark]))
+            node.call(lambda: node.abort(keys=[key], args=[mark]))
 
 
 def decide(answers: list[Any], needed: int) -> _Begin:

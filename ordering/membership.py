@@ -12,15 +12,17 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any, cast
 
 import redis
 
-from facade.errors import StateError
-from facade.names import RedisKeys
-from ordering.allocation import Member
+from rocketkafka.errors import RedisAuthError, RedisUnavailableError, StateError
+from rocketkafka.logs import redact_url
+from rocketkafka.names import RedisKeys
+from rocketkafka.ordering.allocation import Member
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,12 @@ class MembershipSettings:
             raise ValueError("member_timeout_ms must exceed two heartbeat intervals, both positive")
 
 
+def is_auth_error(exc: BaseException) -> bool:
+    """True when Redis refused the credentials (``WRONGPASS``, ``NOAUTH``, ``NOPERM``) rather than not answering."""
+    return isinstance(exc, (redis.AuthenticationError, redis.exceptions.NoPermissionError)) or \
+        isinstance(exc, redis.ResponseError) and str(exc).upper().startswith(("NOAUTH", "WRONGPASS", "NOPERM"))
+
+
 class Membership:
     """Registers one member of a group and tells who is live.
 
@@ -65,12 +73,16 @@ class Membership:
         group: consumer group name.
         member: this member (id and machine room).
         on_change: called (from a background thread) when a join or leave is announced.
+        info: what else the member tells operators (client kind, allocation, topics, host, pid);
+            stored beside its heartbeat as JSON (:func:`read_members`).
     """
 
     def __init__(self, redis_urls: list[str], group: str, member: Member, keys: RedisKeys,
-                 settings: MembershipSettings = MembershipSettings(), on_change: Callable[[], None] | None = None) -> None:
+                 settings: MembershipSettings = MembershipSettings(), on_change: Callable[[], None] | None = None,
+                 info: Mapping[str, Any] | None = None) -> None:
         self.group, self.member, self.settings = group, member, settings
         self._clients = [redis.Redis.from_url(u, socket_timeout=0.5, socket_connect_timeout=0.5) for u in redis_urls]
+        self._names = [redact_url(u) for u in redis_urls]  # for errors and logs: never the password
         self._scripts = [c.register_script(_HEARTBEAT) for c in self._clients]
         self._keys = (keys.members(group), keys.member_info(group))
         self._channel = keys.membership_channel(group)
@@ -79,15 +91,28 @@ class Membership:
         self._stop = threading.Event()
         self._beat = threading.Lock()  # heartbeat vs leave
         self._listeners: list[threading.Thread] = []
-        self._info = json.dumps({"room": member.room})
+        self._info = json.dumps({**(info or {}), "room": member.room})
+        #: ``{node URL without password: problem}`` of the nodes the last heartbeat did not reach.
+        self.problems: dict[str, str] = {}
 
     def join(self) -> list[Member]:
-        """Heartbeat once, start listening for announcements, announce the join; returns live members."""
+        """Heartbeat once, then start listening for announcements and announce the join; returns live members.
+
+        The first heartbeat comes before any thread starts, so a join that fails leaves nothing running.
+
+        Raises:
+            RedisAuthError: no node took the heartbeat and some refused the credentials (wrong
+                password, unknown ACL user, or one without the permissions needed).
+            RedisUnavailableError: no node answered (down, unreachable, wrong address).
+        """
+        members = self.heartbeat()
+        if self.problems:  # some nodes answer: go on (the lock table needs a quorum, not all), but say which do not
+            log.warning("joining group %s: %d of %d Redis nodes did not answer: %s", self.group, len(self.problems),
+                        len(self._clients), "; ".join(f"{n}: {p}" for n, p in self.problems.items()))
         for client in self._clients:
             t = threading.Thread(target=self._listen, args=(client,), daemon=True, name="rk-members-listen")
             t.start()
             self._listeners.append(t)
-        members = self.heartbeat()
         self._publish("join")
         return members
 
@@ -96,7 +121,8 @@ class Membership:
 
         Raises:
             StateError: the member has left (a heartbeat now would register it again).
-            redis.ConnectionError: no node answered.
+            RedisAuthError: no node took it, and some refused the credentials.
+            RedisUnavailableError: no node answered.
         """
         with self._beat:
             if self._stop.is_set():
@@ -107,20 +133,23 @@ class Membership:
         futures = [self._pool.submit(s, keys=list(self._keys), args=[self.member.id, self._info, self.settings.member_timeout_ms])
                    for s in self._scripts]
         live: dict[str, Member] = {}
-        answered = 0
-        for future in futures:
+        problems: dict[str, str] = {}
+        refused = False
+        for name, future in zip(self._names, futures):
             try:
                 flat = future.result()
-            except redis.RedisError as exc:
-                log.debug("heartbeat to a Redis node failed: %s", exc)
+            except (redis.RedisError, OSError) as exc:
+                log.debug("heartbeat to Redis node %s failed: %s", name, exc)
+                problems[name] = redact_url(f"{type(exc).__name__}: {exc}")
+                refused = refused or is_auth_error(exc)
                 continue
-            answered += 1
             for i in range(0, len(flat), 2):
                 mid = flat[i].decode()
                 room = json.loads(flat[i + 1] or b"{}").get("room", "")
                 live[mid] = Member(mid, room)
-        if not answered:
-            raise redis.ConnectionError("no Redis node answered the membership heartbeat")
+        self.problems = problems
+        if len(problems) == len(futures):
+            raise (RedisAuthError if refused else RedisUnavailableError)(problems, f"membership heartbeat of group {self.group!r}")
         return sorted(live.values())
 
     def refresh(self, known: list[Member]) -> list[Member] | None:
@@ -151,7 +180,7 @@ class Membership:
         self._stop.set()
         for thread in self._listeners:
             thread.join(timeout)
-        self._pool.shutdown(wait=False)
+        self._pool.shutdown(wait=True)  # its threads are idle or finish within the socket timeout
         for client in self._clients:
             client.close()
 
@@ -178,3 +207,43 @@ class Membership:
                 pubsub.close()
             except (redis.RedisError, OSError, ValueError):
                 self._stop.wait(0.5)
+
+
+@dataclass(frozen=True)
+class MemberView:
+    """A member as an operator sees it: id, what it told (:class:`Membership` ``info``), heartbeat age."""
+
+    id: str
+    info: dict[str, Any]
+    heartbeat_age_ms: int
+
+
+def read_members(redis_urls: list[str], group: str, keys: RedisKeys) -> list[MemberView]:
+    """The members of ``group`` that some Redis node lists, freshest heartbeat per member (for admin views).
+
+    Raises:
+        redis.ConnectionError: no node answered.
+    """
+    seen: dict[str, MemberView] = {}
+    answered = 0
+    for url in redis_urls:
+        client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+        try:
+            seconds, micros = client.time()
+            now = seconds * 1000 + micros // 1000
+            beats = client.zrange(keys.members(group), 0, -1, withscores=True)
+            infos = client.hgetall(keys.member_info(group))
+        except redis.RedisError as exc:
+            log.debug("reading members from %s failed: %s", url, exc)
+            continue
+        finally:
+            client.close()
+        answered += 1
+        for raw, score in cast(list[tuple[bytes, float]], beats):  # withscores, no decode_responses
+            mid = raw.decode()
+            view = MemberView(mid, json.loads(infos.get(raw) or b"{}"), max(0, now - int(score)))
+            if mid not in seen or view.heartbeat_age_ms < seen[mid].heartbeat_age_ms:
+                seen[mid] = view
+    if not answered:
+        raise redis.ConnectionError(f"no Redis node of {redis_urls} answered")
+    return sorted(seen.values(), key=lambda m: m.id)

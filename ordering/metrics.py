@@ -11,7 +11,9 @@ Series (labels ``group``, ``topic``, ``partition`` unless noted):
 - ``rocketkafka_consumer_retried_total``, ``rocketkafka_consumer_dead_lettered_total``
   (``group``, ``topic``): copies written to the retry and dead-letter topics;
 - ``rocketkafka_consumer_lock_renew_failures_total`` (``group``): locks lost because a
-  renewal failed or came too late.
+  renewal failed or came too late;
+- ``rocketkafka_consumer_poll_thread_failures_total`` (``group``): poll threads that died
+  (alert on it: such a consumer consumes nothing until restarted).
 
 The poll thread owns the Kafka client and the partition table, so it alone reads them:
 once per commit interval it publishes a :class:`PartitionSample` per partition (one
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from facade.metrics_endpoint import MetricsEndpoint
+from rocketkafka.metrics_endpoint import MetricsEndpoint
 
 TP = tuple[str, int]
 _PARTITION_LABELS = ["group", "topic", "partition"]
@@ -84,13 +86,17 @@ class ConsumerMetrics(MetricsEndpoint):
         self._retired: dict[TP, int] = {}  # records handled under earlier ownerships (poll thread only)
         self._copies: Callable[[], dict[tuple[str, str], int]] = dict
         self._locks_lost: Callable[[], int] = lambda: 0
+        self._failures: Callable[[], int] = lambda: 0
+        #: Delay forwarders alive, asked at scrape time (set by a consumer whose retries need one).
+        self.forwarders: Callable[[], int | None] | None = None
         self.registry = CollectorRegistry()
         self.registry.register(self)
 
     # -- the consumer's side -----------------------------------------------------------
-    def bind(self, copies: Callable[[], dict[tuple[str, str], int]], locks_lost: Callable[[], int]) -> None:
-        """Sources read at scrape time: retry/dead-letter copies per (kind, topic), and locks lost."""
-        self._copies, self._locks_lost = copies, locks_lost
+    def bind(self, copies: Callable[[], dict[tuple[str, str], int]], locks_lost: Callable[[], int],
+             failures: Callable[[], int] = lambda: 0) -> None:
+        """Sources read at scrape time: retry/dead-letter copies per (kind, topic), locks lost, poll thread failures."""
+        self._copies, self._locks_lost, self._failures = copies, locks_lost, failures
 
     def publish(self, samples: dict[TP, PartitionSample]) -> None:
         """Replace the snapshot (poll thread)."""
@@ -142,3 +148,15 @@ class ConsumerMetrics(MetricsEndpoint):
                                     "a renewal failed or came too late", labels=["group"])
         renew.add_metric([group], self._locks_lost())
         yield renew
+        failures = CounterMetricFamily("rocketkafka_consumer_poll_thread_failures", "poll threads that died "
+                                       "(the consumer then consumes nothing until restarted)", labels=["group"])
+        failures.add_metric([group], self._failures())
+        yield failures
+        if self.forwarders is not None:
+            alive = self.forwarders()
+            if alive is not None:  # no Redis node answered: no sample rather than a false 0
+                forwarders = GaugeMetricFamily("rocketkafka_consumer_delay_forwarders_alive", "delay forwarders "
+                                               "announced in Redis; 0 means retries with back-off wait in the "
+                                               "delay topics", labels=["group"])
+                forwarders.add_metric([group], alive)
+                yield forwarders

@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from facade.names import Header
+from rocketkafka.names import Header
 
 __all__ = ["PARTITION", "MESSAGE_KEY", "order_key_of", "parse_json_path", "validate_order_key"]
 

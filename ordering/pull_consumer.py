@@ -1,224 +1,486 @@
-"""The Kafka-style pull consumer: ``poll()`` / ``consume()`` / ``commit()`` over the push consumer's engine.
+"""The Kafka-style drop-in consumer: a ``confluent_kafka.Consumer`` whose subscriptions use RocketMQ's ownership.
 
-The engine (membership, allocation, the lock table, fetching, commits) is the
-push consumer's; only the hand-off differs: fetched batches wait in a queue until
-the application polls, and a record counts as handled when it is returned
-(``enable.auto.commit=true``, Kafka's default) or when the application commits it.
-Records are the plain ``confluent_kafka.Message`` objects, so code written for
-confluent-kafka keeps working.
+:class:`Consumer` *is* a ``confluent_kafka.Consumer`` (a subclass): every call has confluent-kafka's
+signature and, where rocketkafka adds nothing, passes straight through (``assign``, ``seek``,
+``pause``/``resume``, ``position``, ``committed``, ``get_watermark_offsets``, ``store_offsets``,
+``offsets_for_times``, ``list_topics``, ``consumer_group_metadata``, ``commit``...). Two modes,
+as in Kafka:
+
+- **subscribe** (group management): instead of Kafka's group coordinator, the ownership engine
+  (membership, allocation, the Redis lock table) decides which partitions this member reads
+  and ``incremental_assign`` s them. It runs on the caller's thread, inside ``poll()`` /
+  ``consume()`` (a time comparison when nothing is due), so records are the client's own
+  ``confluent_kafka.Message`` objects at the client's speed; the engine's keeper renews locks
+  from its own thread, so a busy application keeps its partitions between calls.
+  ``on_assign`` / ``on_revoke`` / ``on_lost`` run inside ``poll()`` as in confluent-kafka;
+  ``^regex`` topics are matched against the broker's topics at every rebalance.
+  ``enable.auto.commit`` (default true) commits the returned positions every commit interval
+  and when a partition leaves -- only while this member holds its lock. Explicit commits of
+  partitions this member does not own raise ``KafkaException(_STATE)``.
+- **assign** (no subscription): plain confluent-kafka, no Redis; auto commit as librdkafka's.
+
+Inside a subscription, ``assign(partitions)`` (e.g. from ``on_assign``) sets start offsets of
+owned partitions, and ``unassign()`` / ``incremental_unassign()`` inside ``on_revoke`` /
+``on_lost`` are accepted (the engine unassigns itself); elsewhere they raise
+``KafkaException(_STATE)``: ownership is the lock table's. ``memberid()`` is this member's name
+in the Redis membership. The README's "Differences" lists the rest.
 """
 
 from __future__ import annotations
 
-import threading
+import re
 import time
-from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer as _KafkaConsumer
+from pydantic import ValidationError
 
-from facade.codec import tags_of
-from facade.config import Settings
-from facade.errors import ConfigError, StateError
-from facade.tags import TagFilter
-from ordering.process_queue import Batch, ProcessQueue
-from ordering.push_consumer import PushConsumer
+from rocketkafka.config import Settings
+from rocketkafka.errors import ConfigError
+from rocketkafka.headers import tags_of
+from rocketkafka.names import check_group_name, check_topic_name
+from rocketkafka.ordering.engine import OwnershipEngine
+from rocketkafka.ordering.options import ConsumerOptions
+from rocketkafka.ordering.step import TP, ClaimContext
+from rocketkafka.tags import TagFilter
+from rocketkafka.validation import validation_summary
 
-_OUR_KEYS = ("group.id", "enable.auto.commit", "auto.offset.reset", "rocketkafka.redis.urls", "rocketkafka.topic.prefix",
-             "bootstrap.servers")
+#: How long one wait inside ``poll()`` lasts at most, so the engine's due work is done between waits (s).
+WAIT_SLICE_S = 0.1
+#: How long a ``^regex`` subscription's topic list is reused before the broker is asked again (s).
+REGEX_REFRESH_S = 5.0
+
+RebalanceCallback = Callable[[Any, list[TopicPartition]], Any]
+
+_base = _KafkaConsumer  # confluent-kafka's own methods, called on our instance past our overrides
 
 
-class PullDispatch:
-    """Batches wait here until the application asks for records (the poll thread submits, the app takes)."""
+class _Native:
+    """The engine's view of the client: confluent-kafka's methods, past the drop-in's overrides."""
 
-    def __init__(self, auto_commit: bool) -> None:
-        self.auto_commit = auto_commit
-        self._ready: deque[Batch] = deque()
-        self._cond = threading.Condition()
-        self._current: Batch | None = None
-        self._index = 0
-        self._handed: dict[ProcessQueue, int] = {}  # manual commit: offset after the last record handed out
+    def __init__(self, consumer: Consumer) -> None:
+        self._consumer = consumer
 
-    # -- poll thread -----------------------------------------------------------------
-    def submit(self, batch: Batch) -> None:
-        with self._cond:
-            self._ready.append(batch)
-            self._cond.notify()
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_base, name).__get__(self._consumer)
+
+
+def _commit(kafka: _KafkaConsumer, offsets: list[TopicPartition], asynchronous: bool) -> list[TopicPartition] | None:
+    """``kafka.commit(offsets=..., asynchronous=...)``; the stubs overload it on a literal ``asynchronous``."""
+    if asynchronous:
+        return kafka.commit(offsets=offsets, asynchronous=True)
+    return kafka.commit(offsets=offsets, asynchronous=False)
+
+
+def _position_of(message: Message) -> tuple[str, int, int]:
+    """A consumed record's topic, partition and offset (an error event has none: a clear TypeError)."""
+    topic, partition, offset = message.topic(), message.partition(), message.offset()
+    if topic is None or partition is None or offset is None:
+        raise TypeError("expected a consumed record (with topic, partition and offset), got an event without them")
+    return topic, partition, offset
+
+
+class _AppClaim:
+    """A partition handed straight to the application: what it was given is what it handled (auto commit)."""
+
+    def __init__(self, context: ClaimContext, step: _AppStep) -> None:
+        self.tp = context.lock
+        self.context = context
+        self._step = step
+        self._seen = (context.offsets[self.tp], context.offsets[self.tp])  # (position, committed), poll thread
+        self._final: int | None = None  # the position when the partition began to leave
+
+    def take(self, tp: TP, records: Sequence[Any]) -> None:  # the engine never fetches for the drop-in
+        raise AssertionError("the drop-in consumer reads the client itself")
+
+    def positions(self) -> Mapping[TP, int]:
+        if not self._step.auto_commit:
+            return {}  # the application commits
+        position = self._final if self._final is not None else self._step.position(self.tp)
+        self._seen = (position, self._seen[1] if position < 0 else position)
+        return {self.tp: position} if position >= 0 else {}
+
+    def progress(self) -> tuple[int, int] | None:
+        position, committed = self._seen
+        return (position, committed) if position >= 0 and committed >= 0 else None
+
+    def backlog(self) -> Mapping[TP, int]:
+        return {}  # librdkafka bounds its own prefetch queue
+
+    def finished(self) -> int:
+        return 0
+
+    def leave(self) -> None:
+        self._step.revoked([self.tp], lost=False)  # the application may commit in on_revoke
+        self._final = self._step.position(self.tp)  # before the engine unassigns it: then the client forgets it
+
+    def revoke(self) -> None:
+        self._step.revoked([self.tp], lost=True)
+
+    def drained(self) -> bool:
+        return True  # what was returned was handled
+
+
+class _AppStep:
+    """The drop-in's step: the subscribed topics (``^regex`` expanded), start points, rebalance callbacks."""
+
+    def __init__(self, consumer: Consumer, topics: Sequence[str], auto_commit: bool,
+                 on_revoke: RebalanceCallback | None, on_lost: RebalanceCallback | None) -> None:
+        self._consumer, self.auto_commit = consumer, auto_commit
+        self._literal = [t for t in topics if not t.startswith("^")]
+        self._patterns = [re.compile(t) for t in topics if t.startswith("^")]
+        self._on_revoke, self._on_lost = on_revoke, on_lost
+        self._admin: Any = None
+        self._matched: tuple[float, list[str]] = (0.0, [])
+
+    def provision(self, admin: Any) -> None:
+        self._admin = admin
+
+    def topics(self) -> Sequence[str]:
+        if not self._patterns:
+            return self._literal
+        now = time.monotonic()
+        if now >= self._matched[0]:
+            names = sorted(self._admin.list(10.0)) if self._admin is not None else []
+            matched = [n for n in names if any(p.match(n) for p in self._patterns) and n not in self._literal]
+            self._matched = (now + REGEX_REFRESH_S, matched)
+        return self._literal + self._matched[1]
+
+    def partitions_of(self, lock: TP) -> tuple[TP, ...]:
+        return (lock,)
+
+    def initial_offset(self, tp: TP, kafka: Any) -> int:
+        """No committed offset: librdkafka applies ``auto.offset.reset`` itself, as in confluent-kafka."""
+        return OFFSET_INVALID
+
+    def claim(self, context: ClaimContext) -> _AppClaim:
+        return _AppClaim(context, self)
+
+    def position(self, tp: TP) -> int:
+        return self._consumer.auto_commit_offset(tp)
+
+    def revoked(self, tps: list[TP], lost: bool) -> None:
+        callback = self._on_lost if lost and self._on_lost is not None else self._on_revoke
+        if callback is not None:
+            self._consumer._in_revoke += 1
+            try:
+                callback(self._consumer, [TopicPartition(*tp) for tp in tps])
+            finally:
+                self._consumer._in_revoke -= 1
 
     def tick(self) -> None:
-        """Partitions that left stop exactly where the application is; the rest of their records is dropped."""
-        with self._cond:
-            for pq in {b.queue for b in (*self._ready, *([self._current] if self._current else []))}:
-                if pq.dropped:
-                    self._truncate(pq)
+        pass
 
-    def _truncate(self, pq: ProcessQueue) -> None:
-        """Under the lock (no record is being handed out): the handled prefix becomes the cut."""
-        if not pq.revoked:
-            handled = [b.position for b in pq.batches if b.admitted]
-            keep = max(handled) if handled else pq.commit_point()
-            pq.cut = keep
-            pq.batches = deque(b for b in pq.batches if b.start < keep)
-            for b in pq.batches:
-                b.end = min(b.end, max(b.position, b.start))  # nothing more of it is handed out
-            pq.next_offset = keep
-        self._ready = deque(b for b in self._ready if b.queue is not pq)
-        if self._current is not None and self._current.queue is pq:
-            self._current = None
-
-    # -- application thread ----------------------------------------------------------
-    def take(self, timeout: float, may_consume) -> Any | None:
-        """The next record, waiting up to ``timeout`` s (negative: forever)."""
-        deadline = None if timeout < 0 else time.monotonic() + timeout
-        with self._cond:
-            while True:
-                batch = self._current
-                if batch is not None and self._index < len(batch.records) and not batch.queue.dropped:
-                    record = batch.records[self._index]
-                    self._index += 1
-                    if not may_consume(batch.queue):
-                        self._current = None
-                        continue
-                    if self.auto_commit:
-                        batch.position = record.offset() + 1
-                    else:
-                        self._handed[batch.queue] = record.offset() + 1
-                    return record
-                self._current = None
-                if self._ready:
-                    nxt = self._ready.popleft()
-                    if nxt.queue.admit(nxt):
-                        nxt.running = False  # handing out is not "in a handler": release needs no wait
-                        self._current, self._index = nxt, 0
-                    continue
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return None
-                self._cond.wait(remaining if remaining is None else min(remaining, 0.1))
-
-    def mark(self, pq: ProcessQueue, upto: int) -> None:
-        """Manual commit: every record of ``pq`` below ``upto`` is handled."""
-        with self._cond:
-            for b in pq.batches:
-                if b.end <= upto:
-                    b.position = b.end
-                elif b.start < upto:
-                    b.position = max(b.position, upto)
-
-    def handed(self) -> dict[ProcessQueue, int]:
-        with self._cond:
-            return dict(self._handed)
+    def close(self) -> None:
+        pass
 
 
-class Consumer:
-    """``confluent_kafka.Consumer`` with RocketMQ's ownership: Redis membership, allocation, partition locks.
+class Consumer(_KafkaConsumer):
+    """``confluent_kafka.Consumer`` (a subclass of it) with RocketMQ's ownership for subscriptions.
 
     Parameters:
-        config: the confluent-kafka config dict; ``group.id`` is required; ``enable.auto.commit``
-            (default true) and ``auto.offset.reset`` (earliest/latest) are honoured;
-            ``rocketkafka.redis.urls`` names the lock table's Redis nodes.
-        **options: :class:`~ordering.options.ConsumerOptions` fields (timings, allocation, ...).
+        config: the confluent-kafka config dict; ``group.id`` is required (as confluent-kafka);
+            ``enable.auto.commit``, ``auto.commit.interval.ms``, ``enable.auto.offset.store``,
+            ``auto.offset.reset``, ``enable.partition.eof``, ``on_commit`` and the rest mean what
+            they mean there. ``rocketkafka.redis.urls`` names the lock table's Redis nodes
+            (needed by ``subscribe`` only).
+        **kwargs: :class:`~rocketkafka.ordering.options.ConsumerOptions` fields (timings, allocation, ...);
+            anything else goes to confluent-kafka as its keyword config (``logger=...``).
 
     >>> c = Consumer({"bootstrap.servers": "...", "group.id": "billing"})    # doctest: +SKIP
     >>> c.subscribe(["orders"], tags="created || paid")
     >>> msg = c.poll(1.0)
     """
 
-    def __init__(self, config: dict[str, Any], **options: Any) -> None:
-        config = dict(config)
+    def __init__(self, config: dict[str, Any] | None = None, /, **kwargs: Any) -> None:
+        if config is not None and not isinstance(config, dict):
+            raise TypeError(f"config must be a dict, as confluent-kafka's, got {type(config).__name__}")
+        options = {k: v for k, v in kwargs.items() if k in ConsumerOptions.model_fields}
+        config = {**(config or {}), **{k: v for k, v in kwargs.items() if k not in options}}
         group = config.get("group.id")
-        if not group:
-            raise ConfigError("group.id is required")
-        self._auto_commit = str(config.get("enable.auto.commit", True)).lower() in ("true", "1")
-        reset = str(config.get("auto.offset.reset", "earliest")).lower()
-        if reset not in ("earliest", "smallest", "beginning", "latest", "largest", "end"):
-            raise ConfigError(f"auto.offset.reset {reset!r} is not earliest or latest")
-        settings = Settings.load({"bootstrap.servers": config["bootstrap.servers"]} if "bootstrap.servers" in config else None,
-                                 config.get("rocketkafka.redis.urls"), topic_prefix=config.get("rocketkafka.topic.prefix"))
-        extra = {k: v for k, v in config.items() if k not in _OUR_KEYS}
-        from facade.message import ConsumeFromWhere
-
-        where = (ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET if reset in ("earliest", "smallest", "beginning")
-                 else ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET)
-        self._dispatch = PullDispatch(self._auto_commit)
-        self._engine = PushConsumer(group, extra | {"bootstrap.servers": settings.bootstrap_servers}, settings=settings,
-                                    dispatch=self._dispatch, consume_from_where=where, consume_retry_topic=False, **options)
+        if not group or not isinstance(group, str):
+            raise ConfigError("Failed to create consumer: group.id must be set (a non-empty string), as in confluent-kafka")
+        self._group = check_group_name(group, "group.id")
+        self.settings, client_config = Settings.from_client_config(config)
+        try:
+            self.options = ConsumerOptions(**options)
+        except ValidationError as exc:
+            raise ConfigError(validation_summary(exc, "bad consumer options")) from None
+        self._auto_commit = str(client_config.get("enable.auto.commit", True)).lower() in ("true", "1")
+        self._auto_store = str(client_config.get("enable.auto.offset.store", True)).lower() in ("true", "1")
+        self._commit_every = float(client_config.get("auto.commit.interval.ms", 5000)) / 1000
+        self._user_on_commit = client_config.pop("on_commit", None)
+        if self._user_on_commit is not None and not callable(self._user_on_commit):
+            raise TypeError("on_commit must be callable, as in confluent-kafka")
+        # librdkafka never auto-commits under us: a subscription commits only while it holds the lock
+        # (the engine), an assignment as librdkafka would (commit_due below)
+        super().__init__({**client_config, "bootstrap.servers": self.settings.bootstrap_servers,
+                          "enable.auto.commit": False, "on_commit": self._on_commit})
         self._filters: dict[str, TagFilter] = {}
+        self._engine: OwnershipEngine | None = None
+        self._stored: dict[TP, int] = {}  # store_offsets() with enable.auto.offset.store=false
+        self._next_auto_commit = time.monotonic() + self._commit_every
+        self._last_auto: dict[TP, int] = {}  # what auto commit committed last, per partition (assign mode)
+        self._in_revoke = 0
+        self._closed = False
 
-    def subscribe(self, topics: list[str], *, tags: str = "*") -> None:
-        """Join the group for ``topics``; only messages matching the tag expression are returned."""
-        if isinstance(topics, str):
-            raise TypeError("topics must be a list of topic names, as in confluent-kafka")
-        tag_filter = TagFilter.parse(tags)
-        for topic in topics:
-            self._engine.subscribe(topic, _never_called, tags)
-            self._filters[topic] = tag_filter
-        self._engine.start()
+    # -- subscriptions -----------------------------------------------------------------------
+    def subscribe(self, topics: list[str], on_assign: RebalanceCallback | None = None,
+                  on_revoke: RebalanceCallback | None = None, on_lost: RebalanceCallback | None = None, *,
+                  tags: str = "*") -> None:
+        """Join the group for ``topics`` (``^regex`` names match by pattern); only messages matching the
+        tag expression are returned.
 
-    def poll(self, timeout: float = -1) -> Any | None:
-        """The next message (a ``confluent_kafka.Message``) or None after ``timeout`` s."""
-        self._check()
-        deadline = None if timeout < 0 else time.monotonic() + timeout
-        while True:
-            remaining = -1 if deadline is None else max(0.0, deadline - time.monotonic())
-            record = self._dispatch.take(remaining, self._engine.may_consume)
-            if record is None:
-                return None
-            tag_filter = self._filters.get(record.topic())
-            if tag_filter is None or tag_filter.matches_all or tag_filter.matches(tags_of(record)):
-                return record
-            if deadline is not None and time.monotonic() >= deadline:
-                return None
+        ``on_assign(consumer, partitions)`` runs after partitions were taken, ``on_revoke`` before
+        a partition leaves (commit there when committing manually), ``on_lost`` when its lock was
+        lost (nothing may be committed any more); all inside ``poll()``/``consume()``.
 
-    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Any]:
-        """Up to ``num_messages`` messages, waiting at most ``timeout`` s for the first."""
-        first = self.poll(timeout)
-        if first is None:
-            return []
-        out = [first]
-        while len(out) < num_messages and (record := self.poll(0)) is not None:
-            out.append(record)
-        return out
-
-    def commit(self, message: Any | None = None, offsets: list[TopicPartition] | None = None,
-               asynchronous: bool = True) -> None:
-        """Mark records handled (a message, explicit offsets, or all returned so far); commits follow.
-
-        With ``asynchronous=False`` this waits (up to 10 s) until Kafka has the offsets.
+        Raises:
+            TypeError: ``topics`` is not a list of names, or a callback is not callable.
+            TopicNotFoundError: a literal topic does not exist (a KafkaException, UNKNOWN_TOPIC_OR_PART).
+            ConfigError: no Redis nodes are configured.
+            InvalidTopicNameError: a literal name breaks a Kafka topic name rule (the error names it).
         """
-        self._check()
-        queues = {pq.tp: pq for pq in list(self._engine._queues.values())}
-        targets: dict[ProcessQueue, int] = {}
+        if isinstance(topics, str) or not isinstance(topics, (list, tuple)) or not all(isinstance(t, str) and t
+                                                                                        for t in topics):
+            raise TypeError("topics must be a list of topic names, as in confluent-kafka")
+        for name, callback in (("on_assign", on_assign), ("on_revoke", on_revoke), ("on_lost", on_lost)):
+            if callback is not None and not callable(callback):
+                raise TypeError(f"{name} must be callable")
+        for topic in topics:
+            if topic.startswith("^"):
+                try:
+                    re.compile(topic)
+                except re.error as exc:
+                    raise KafkaException(KafkaError(KafkaError._INVALID_ARG, f"bad topic pattern {topic!r}: {exc}")) \
+                        from exc
+            else:
+                check_topic_name(topic)
+        self._check_open()
+        if self._engine is not None:
+            self.unsubscribe()  # as confluent-kafka: a new subscription replaces the old one
+        if self.assignment():
+            super().unassign()
+        tag_filter = TagFilter.parse(tags)
+        self._filters = {} if tag_filter.matches_all else {"*": tag_filter}
+        step = _AppStep(self, topics, self._auto_commit, on_revoke, on_lost)
+        engine = OwnershipEngine(self._group, self.settings, self.options, step, kafka=_Native(self),
+                                 name=f"consumer {self.options.instance_name} of group {self._group}")
+        if on_assign is not None:
+            engine.on_assigned = lambda locks: on_assign(self, [TopicPartition(*tp) for tp in locks])
+        engine.open()
+        self._engine = engine
+        engine.maintain()  # take the first partitions now
+
+    def unsubscribe(self) -> None:
+        """Leave the group gracefully (commit what was returned with auto commit, unlock, leave the membership)."""
+        self._check_open()
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.close()
+        self._filters = {}
+
+    # -- reading -----------------------------------------------------------------------------
+    def poll(self, timeout: float | None = None) -> Message | None:
+        """The next message or event (a ``confluent_kafka.Message``), or ``None`` after ``timeout`` s
+        (``None`` or negative: wait)."""
+        engine = self._engine
+        if engine is None:
+            msg = super().poll(-1 if timeout is None else timeout)
+            if self._auto_commit and time.monotonic() >= self._next_auto_commit:
+                self._commit_assigned()
+            return msg
+        self._running(engine)
+        filters, maintain = self._filters, engine.maintain
+        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        while True:
+            maintain()
+            wait = WAIT_SLICE_S if deadline is None else max(0.0, min(WAIT_SLICE_S, deadline - time.monotonic()))
+            msg = super().poll(wait)
+            if msg is not None:
+                if not filters or msg.error() is not None or self._wanted(msg):
+                    return msg
+            elif deadline is not None and time.monotonic() >= deadline:
+                return None
+
+    def consume(self, num_messages: int = 1, timeout: float | None = None) -> list[Message]:
+        """Up to ``num_messages`` messages and events, waiting at most ``timeout`` s (``None``/negative: until one)."""
+        engine = self._engine
+        if engine is None:
+            records = super().consume(num_messages, -1 if timeout is None else timeout)
+            if self._auto_commit and time.monotonic() >= self._next_auto_commit:
+                self._commit_assigned()
+            return records
+        if isinstance(num_messages, bool) or not isinstance(num_messages, int) or not 1 <= num_messages <= 1_000_000:
+            raise ValueError(f"num_messages must be between 1 and 1000000, got {num_messages!r}")
+        self._running(engine)
+        filters = self._filters
+        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        while True:
+            engine.maintain()
+            wait = WAIT_SLICE_S if deadline is None else max(0.0, min(WAIT_SLICE_S, deadline - time.monotonic()))
+            records = super().consume(num_messages, wait)
+            if records and filters:
+                records = [m for m in records if m.error() is not None or self._wanted(m)]
+            if records or (deadline is not None and time.monotonic() >= deadline):
+                return records
+
+    def _wanted(self, msg: Message) -> bool:
+        return self._filters["*"].matches(tags_of(msg))
+
+    # -- assignment --------------------------------------------------------------------------
+    def assign(self, partitions: list[TopicPartition]) -> None:
+        """Read ``partitions`` (assign mode); inside a subscription: start offsets for owned partitions."""
+        if self._engine is None:
+            return super().assign(partitions)
+        owned = set(self._engine.owned())
+        self._require_owned(partitions, owned, "assign")
+        positioned = [tp for tp in partitions if tp.offset != OFFSET_INVALID]
+        if positioned:
+            super().incremental_unassign([TopicPartition(tp.topic, tp.partition) for tp in positioned])
+            super().incremental_assign(positioned)
+
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        """Add ``partitions`` (assign mode); inside a subscription: start offsets for owned partitions."""
+        if self._engine is None:
+            return super().incremental_assign(partitions)
+        return self.assign(partitions)
+
+    def unassign(self) -> None:
+        """Stop reading every partition (assign mode); inside ``on_revoke``/``on_lost`` a no-op."""
+        if self._engine is None:
+            return super().unassign()
+        if not self._in_revoke:
+            raise KafkaException(KafkaError(KafkaError._STATE, "unassign() while subscribed: partitions belong to "
+                                                               "the lock table; call unsubscribe() or close()"))
+
+    def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
+        """Stop reading ``partitions`` (assign mode); inside ``on_revoke``/``on_lost`` a no-op."""
+        if self._engine is None:
+            return super().incremental_unassign(partitions)
+        if not self._in_revoke:
+            raise KafkaException(KafkaError(KafkaError._STATE, "incremental_unassign() while subscribed: partitions "
+                                                               "belong to the lock table; call unsubscribe()"))
+
+    # -- committing --------------------------------------------------------------------------
+    def commit(  # type: ignore[override]  # the stub overloads on literal asynchronous; one signature here
+            self, message: Message | None = None, offsets: list[TopicPartition] | None = None,
+            asynchronous: bool = True) -> list[TopicPartition] | None:
+        """As confluent-kafka's: ``message``'s offset + 1, explicit ``offsets``, or the stored offsets.
+
+        ``asynchronous=False`` waits and returns the committed partitions (each with its error).
+        While subscribed, only partitions whose lock this member holds may be committed.
+
+        Raises:
+            KafkaException: a partition is not owned by this member (``_STATE``), nothing to commit
+                (``_NO_OFFSET``), or the broker refused.
+        """
+        self._check_open()
+        if message is not None and offsets is not None:
+            raise ValueError("commit() takes a message or offsets, not both")
+        kwargs: dict[str, Any] = {"asynchronous": asynchronous}
         if message is not None:
-            targets[queues[(message.topic(), message.partition())]] = message.offset() + 1
-        elif offsets is not None:
-            targets = {queues[(tp.topic, tp.partition)]: tp.offset for tp in offsets if (tp.topic, tp.partition) in queues}
+            kwargs["message"] = message
+        if offsets is not None:
+            kwargs["offsets"] = offsets
+        if self._engine is not None:
+            owned = set(self._engine.owned())
+            if message is not None:
+                topic, partition, _ = _position_of(message)
+                self._require_owned([TopicPartition(topic, partition)], owned, "commit")
+            elif offsets is not None:
+                self._require_owned(offsets, owned, "commit")
+            elif not self._auto_store:
+                kwargs["offsets"] = [TopicPartition(*tp, off) for tp, off in self._stored.items() if tp in owned]
+        return super().commit(**kwargs)
+
+    def store_offsets(self, message: Message | None = None, offsets: list[TopicPartition] | None = None) -> None:
+        """As confluent-kafka's; what is stored is what auto commit and ``commit()`` commit."""
+        if message is not None:
+            super().store_offsets(message=message)
+            topic, partition, offset = _position_of(message)
+            self._stored[(topic, partition)] = offset + 1
         else:
-            targets = {pq: upto for pq, upto in self._dispatch.handed().items() if pq.tp in queues}
-        for pq, upto in targets.items():
-            self._dispatch.mark(pq, upto)
-        if not asynchronous:
-            deadline = time.monotonic() + 10
-            while any(pq.committed < upto for pq, upto in targets.items()) and time.monotonic() < deadline:
-                time.sleep(0.01)
+            super().store_offsets(offsets=offsets)
+            for tp in offsets or []:
+                self._stored[(tp.topic, tp.partition)] = tp.offset
+
+    def auto_commit_offset(self, tp: TP) -> int:
+        """The offset auto commit commits for ``tp``: the position, or the stored offset when the
+        application stores offsets itself (``enable.auto.offset.store=false``); negative: none."""
+        if not self._auto_store:
+            return self._stored.get(tp, -1)
+        return super().position([TopicPartition(*tp)])[0].offset
+
+    def _commit_assigned(self, asynchronous: bool = True) -> None:
+        """librdkafka's auto commit of an assignment: the positions (or stored offsets) that moved."""
+        self._next_auto_commit = time.monotonic() + self._commit_every
+        offsets = [TopicPartition(tp.topic, tp.partition, self.auto_commit_offset((tp.topic, tp.partition)))
+                   for tp in super().assignment()]
+        offsets = [tp for tp in offsets if tp.offset >= 0 and self._last_auto.get((tp.topic, tp.partition)) != tp.offset]
+        if offsets:
+            self._last_auto.update({(tp.topic, tp.partition): tp.offset for tp in offsets})
+            if asynchronous:  # the stubs overload commit() on a literal ``asynchronous``
+                super().commit(offsets=offsets, asynchronous=True)
+            else:
+                super().commit(offsets=offsets, asynchronous=False)
+
+    def _on_commit(self, err: Any, partitions: list[TopicPartition]) -> None:
+        """Commit results: the engine's bookkeeping first, then the application's ``on_commit``."""
+        if self._engine is not None:
+            self._engine.on_commit(err, partitions)
+        if self._user_on_commit is not None:
+            self._user_on_commit(err, partitions)
+
+    # -- state -------------------------------------------------------------------------------
+    def memberid(self) -> str | None:  # type: ignore[override]  # librdkafka's is None before a join too
+        """This member's id: its name in the Redis membership while subscribed, else librdkafka's (``None``)."""
+        if self._engine is not None:
+            return self.options.instance_name
+        return super().memberid()
 
     @property
     def metrics(self) -> Any:
-        """The engine's :class:`~ordering.metrics.ConsumerMetrics` (``None`` unless ``metrics=True`` was passed)."""
-        return self._engine.metrics
-
-    def assignment(self) -> list[TopicPartition]:
-        """The partitions this member owns now."""
-        return [TopicPartition(t, p) for t, p in sorted(self._engine.assignment())]
+        """Always ``None``: the drop-in exposes no series of its own (the engine's are the push consumer's)."""
+        return None
 
     def close(self) -> None:
-        """Leave the group gracefully: commit what was handled, unlock, announce the leave."""
-        self._engine.shutdown()
+        """Leave the group gracefully (auto commit: commit what was returned; unlock; leave), then close the client."""
+        if self._closed:
+            return super().close()  # confluent-kafka's own answer to a second close
+        try:
+            if self._engine is not None:
+                engine, self._engine = self._engine, None
+                engine.close()
+            elif self._auto_commit:
+                try:
+                    self._commit_assigned(asynchronous=False)
+                except KafkaException:
+                    pass  # nothing to commit, or the broker is gone: librdkafka's close does not raise either
+        finally:
+            self._closed = True
+            super().close()
 
-    def _check(self) -> None:
-        if self._engine._state != "running":
-            raise StateError("subscribe() first; the consumer is " + self._engine._state)
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _require_owned(self, partitions: Sequence[TopicPartition], owned: set[TP], what: str) -> None:
+        foreign = [tp for tp in partitions if (tp.topic, tp.partition) not in owned]
+        if foreign:
+            raise KafkaException(KafkaError(KafkaError._STATE, f"{what}: {foreign[0].topic}[{foreign[0].partition}] is "
+                                                               "not owned by this member (its lock is elsewhere)"))
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("Consumer closed")  # confluent-kafka's error for a closed consumer
+
+    def _running(self, engine: OwnershipEngine) -> None:
+        engine.lifecycle.check("this call")
 
 
-def _never_called(_msg: Any) -> None:  # the pull dispatch never runs listeners
-    raise AssertionError("pull consumer listener called")
+__all__ = ["Consumer"]

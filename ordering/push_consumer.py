@@ -1,70 +1,77 @@
 """The push consumer: RocketMQ's ``DefaultMQPushConsumer`` on Kafka partitions.
 
-Threads:
-    poll thread   owns the confluent-kafka consumer: membership heartbeats, rebalance,
-                  lock renewal, fetching, dispatching batches, committing.
-    workers       a pool running listeners; they never touch the Kafka client, they
-                  advance a batch's position and the poll thread commits.
-    listeners     one per Redis node, turning join/leave announcements into a rebalance.
+It is the ownership engine (:mod:`~rocketkafka.ordering.engine`: membership,
+allocation, the Redis lock table, fetching, flow control, commits) running the
+consume step (:mod:`~rocketkafka.ordering.consume_step`) with the listener handler
+(:mod:`~rocketkafka.ordering.listening`) on a worker pool
+(:mod:`~rocketkafka.ordering.work`). The mode is how records are sharded:
 
-Assignment is ours, not Kafka's group coordinator: live members come from Redis,
-an :mod:`allocation <ordering.allocation>` strategy picks this member's partitions,
-and the consumer ``assign()``s them. In CLUSTERING mode a partition is fetched only
-while this member holds its lock in the Redis lock table; a partition leaving is
-first drained (the handler in flight finishes), committed, then unlocked, and the
-new owner's lock attempt succeeds only then — so a graceful change re-delivers
+- concurrent (``orderly=False``): batches of a partition run in parallel; a failed
+  message goes to the group's retry topic (after RocketMQ's back-off through the delay
+  levels) and at last to its dead-letter topic;
+- orderly (``orderly=True``): one handler per partition at a time, in offset order; a
+  failed message is retried in place, never skipped;
+- key-ordered (``orderly=True, order_key="key"`` or a JSON path): one handler per order
+  key at a time, keys of a partition in parallel (DDMQ).
+
+In CLUSTERING mode a partition is handled only while this member holds its lock; a
+partition leaving is drained, committed, then unlocked, so a graceful change re-delivers
 nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import logging
-from collections import deque
-import threading
-import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+import sys
+import traceback
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from pydantic import ValidationError
 
-from facade.admin import TopicAdmin
-from facade.codec import MalformedRecordError, decode, tags_of
-from facade.config import Settings
-from facade.errors import ConfigError, StateError
-from facade.logs import message_fields, record_fields
-from facade.message import ConsumeFromWhere, ConsumeStatus, MessageExt, MessageModel
-from facade.names import Header
-from facade.retry import Reconsumer
-from facade.sender import Sender
-from facade.tags import TagFilter
-from ordering.allocation import AllocationStrategy, Member, strategy_named
-from ordering.dispatch import ConcurrentDispatch, Dispatch, contiguous
-from ordering.locks import LockTable
-from ordering.membership import Membership, MembershipSettings
-from ordering.metrics import ConsumerMetrics, PartitionSample
-from ordering.options import ConsumerOptions
-from ordering.order_keys import PARTITION
-from ordering.process_queue import Batch, ProcessQueue
+from rocketkafka.config import Settings
+from rocketkafka.errors import ConfigError, StateError
+from rocketkafka.message import MessageModel
+from rocketkafka.message_selector import MessageSelector
+from rocketkafka.names import check_group_name, check_topic_name
+from rocketkafka.ordering.allocation import AllocationStrategy
+from rocketkafka.ordering.consume_step import ConsumeStep
+from rocketkafka.ordering.engine import OwnershipEngine
+from rocketkafka.ordering.lifecycle import Health, State
+from rocketkafka.validation import validation_summary
+from rocketkafka.ordering.listening import (
+    BatchListener,
+    Drop,
+    Durably,
+    FailurePolicy,
+    Listener,
+    ListenerHandler,
+    RetryInPlace,
+    SendBack,
+    Subscription,
+    Subscriptions,
+)
+from rocketkafka.ordering.metrics import ConsumerMetrics
+from rocketkafka.ordering.options import ConsumerOptions
+from rocketkafka.ordering.order_keys import PARTITION, order_key_of
+from rocketkafka.ordering.partition import ByKey, Chunker, Serial, Unordered
+from rocketkafka.ordering.presence import DELAY_FORWARDER, Presence
+from rocketkafka.ordering.tracing import ListenerTrace
+from rocketkafka.ordering.work import WorkManager
+from rocketkafka.retry import Reconsumer
+from rocketkafka.schedule.routing import retry_backoff
+from rocketkafka.sender import Sender
+from rocketkafka.trace import Tracer
+from rocketkafka.upstream_setters import ConnectionSetters
 
 log = logging.getLogger(__name__)
 
-Listener = Callable[[MessageExt], Any]
 TP = tuple[str, int]
 
 
-@dataclass(frozen=True)
-class Subscription:
-    """One subscribed topic: its tag filter and listener."""
-
-    topic: str
-    filter: TagFilter
-    listener: Listener
-
-
-class PushConsumer:
-    """Consume topics with RocketMQ semantics; the listener is called once per message.
+class PushConsumer(ConnectionSetters):
+    """Consume topics with RocketMQ semantics; the listener is called once per message (or per batch).
 
     Parameters:
         group_id: consumer group.
@@ -73,15 +80,18 @@ class PushConsumer:
         settings: ready :class:`Settings` instead of ``config``/``redis_urls``.
         orderly: consume in order under the partition locks (``MessageListenerOrderly``): each
             partition serially, or -- with ``order_key="key"`` or a JSON path such as
-            ``order_key="$.order.id"`` (an :class:`ConsumerOptions` field) -- each order key
+            ``order_key="$.order.id"`` (a :class:`ConsumerOptions` field) -- each order key
             serially and the keys of a partition in parallel (DDMQ's key-level ordering).
         message_model: CLUSTERING (each message to one member) or BROADCASTING (to all).
         options: :class:`ConsumerOptions`; keyword ``overrides`` replace single fields.
         allocation_strategy: a strategy object (e.g. ``ByConfig``, ``MachineRoomNearby``) instead of
             the named one in ``options.allocation``.
+        trace: write trace events (``DELIVERED``, ``CONSUMED``, ``RETRIED``, ``DEAD_LETTERED``) to the
+            trace topic (:mod:`rocketkafka.trace`); off, the listener loop does no tracing work at all.
 
-    The listener returns (anything but ``RECONSUME_LATER``) to mean success, or returns
-    ``ConsumeStatus.RECONSUME_LATER`` / raises to have the message consumed again later.
+    The listener returns ``None`` (or ``CONSUME_SUCCESS``) for success, and returns
+    ``RECONSUME_LATER`` or raises to have the message consumed again later; see
+    :mod:`rocketkafka.ordering.listening` for every answer in every mode.
 
     >>> c = PushConsumer("orders-app", {"bootstrap.servers": "..."}, redis_urls=[...])   # doctest: +SKIP
     >>> c.subscribe("orders", handle, expression="created || paid"); c.start()
@@ -90,41 +100,80 @@ class PushConsumer:
     def __init__(self, group_id: str, config: dict[str, Any] | None = None, *, redis_urls: list[str] | None = None,
                  settings: Settings | None = None, orderly: bool = False,
                  message_model: MessageModel = MessageModel.CLUSTERING, options: ConsumerOptions | None = None,
-                 dispatch: Dispatch | None = None, allocation_strategy: AllocationStrategy | None = None,
-                 **overrides: Any) -> None:
-        if not group_id or not isinstance(group_id, str):
-            raise StateError("group_id must be a non-empty string")
-        self.group_id = group_id
-        self.settings = settings or Settings.load(config, redis_urls)
+                 allocation_strategy: AllocationStrategy | None = None, trace: bool = False, **overrides: Any) -> None:
+        self.group_id = check_group_name(group_id, "consumer group")
+        self._config, self._redis_urls = dict(config or {}), redis_urls
+        if settings is None:
+            try:
+                settings = Settings.load(config, redis_urls)  # a bad setting raises here, not at start
+            except ConfigError as exc:  # no broker yet: set_name_server_address() may name it before start
+                if not str(exc).startswith("no broker"):
+                    raise
+        self._settings = settings
         self._consumer_config = {k: v for k, v in (config or {}).items() if k != "bootstrap.servers"}
         fields = (options or ConsumerOptions()).model_dump()
         if message_model is not MessageModel.CLUSTERING or options is None:
             fields["message_model"] = message_model
         try:
             self.options = ConsumerOptions(**{**fields, **overrides})
-        except ValueError as exc:  # pydantic's ValidationError names every bad field
-            raise ConfigError(f"bad consumer options: {exc}") from exc
+        except ValidationError as exc:
+            raise ConfigError(validation_summary(exc, "bad consumer options")) from None
         self.orderly = orderly
         self.keyed = self.options.order_key != PARTITION
         if self.keyed and not orderly:
             raise ConfigError(f"order_key={self.options.order_key!r} orders keys; it needs orderly=True")
-        self._dispatch_override = dispatch
-        self._strategy = allocation_strategy or strategy_named(self.options.allocation)
-        self._subs: dict[str, Subscription] = {}
-        self._queues: dict[TP, ProcessQueue] = {}
-        self._releasing: dict[TP, tuple[ProcessQueue, bool]] = {}  # tp -> (queue, commit when idle)
-        self._pending: set[TP] = set()
-        self._stalled: deque[Batch] = deque()  # concurrent batches stopped by an expired lock, to run again
-        self._members: list[Member] = []
-        self._rebalance_now = threading.Event()
-        self._stopping = threading.Event()
-        self._state = "new"
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
+        self._strategy = allocation_strategy
+        self._subscriptions = Subscriptions(None)  # its retry topic is set at start (group and prefix final then)
         #: Prometheus series of this consumer (``None`` unless ``metrics`` or ``metrics_port`` is set).
         self.metrics: ConsumerMetrics | None = ConsumerMetrics(group_id) if self.options.metrics_enabled else None
+        self._name = f"consumer {self.options.instance_name} of group {group_id}"
+        self._engine: OwnershipEngine | None = None  # made by start(); its lifecycle is the consumer's
+        self._sender: Sender | None = None
+        self._reconsumer: Reconsumer | None = None
+        self._trace = trace
+        self._tracer: Tracer | None = None
+        self._start_failed = False  # start() raised: the consumer is closed for good
 
-    # -- public API ------------------------------------------------------------------
+    # -- configuration ---------------------------------------------------------------------
+    def _client_config(self) -> dict[str, Any]:
+        return self._consumer_config
+
+    def _started(self) -> bool:
+        return self._engine is not None
+
+    # rocketmq-client-python's setters (before start; name server and credentials: ConnectionSetters)
+    def set_group(self, group_id: str) -> None:
+        """The consumer group."""
+        self._before_start("set_group")
+        self.group_id = check_group_name(group_id, "consumer group")
+        self._name = f"consumer {self.options.instance_name} of group {group_id}"
+        if self.metrics is not None:
+            self.metrics = ConsumerMetrics(group_id)
+
+    def set_instance_name(self, name: str) -> None:
+        """This member's name in the group (``ConsumerOptions.instance_name``)."""
+        self._set_option("set_instance_name", instance_name=name)
+        self._name = f"consumer {self.options.instance_name} of group {self.group_id}"
+
+    def set_thread_count(self, thread_count: int) -> None:
+        """Worker threads running the listener (``consume_thread_max``)."""
+        self._set_option("set_thread_count", consume_thread_max=thread_count)
+
+    def set_message_batch_max_size(self, max_size: int) -> None:
+        """Records one worker task takes in order (``consume_batch_size``); the listener still gets one message."""
+        self._set_option("set_message_batch_max_size", consume_batch_size=max_size)
+
+    def set_message_model(self, model: MessageModel) -> None:
+        """CLUSTERING or BROADCASTING."""
+        self._set_option("set_message_model", message_model=model)
+
+    def _set_option(self, what: str, **field: Any) -> None:
+        self._before_start(what)
+        try:
+            self.options = ConsumerOptions(**{**self.options.model_dump(), **field})
+        except ValueError as exc:
+            raise ConfigError(f"{what}: {exc}") from exc
+
     @property
     def broadcasting(self) -> bool:
         return self.options.message_model is MessageModel.BROADCASTING
@@ -133,87 +182,193 @@ class PushConsumer:
     def instance_name(self) -> str:
         return self.options.instance_name
 
-    def subscribe(self, topic: str, callback: Listener, expression: str = "*") -> None:
-        """Consume ``topic`` messages matching the tag ``expression`` with ``callback``.
+    @property
+    def _reads_retry_topic(self) -> bool:
+        # orderly consumption retries in place (never skips ahead): it has no retry topic to read
+        return self.options.consume_retry_topic and not (self.broadcasting or self.orderly)
+
+    def subscribe(self, topic: str, callback: Listener, expression: str | MessageSelector = "*", *,
+                  selector: MessageSelector | None = None) -> None:
+        """Consume the ``topic`` messages a selector selects with ``callback(msg)``.
+
+        ``expression`` is a tag expression (``"*"``, ``"TagA || TagB"``) or a
+        :class:`~rocketkafka.message_selector.MessageSelector`; ``selector=`` takes the latter by
+        name (RocketMQ's ``subscribe(topic, MessageSelector.bySql(...))``). SQL92 is evaluated
+        here, on each record's user properties and tag; a message left out is not handed to the
+        listener and its offset commits all the same.
+
+        >>> c.subscribe("orders", handle, selector=MessageSelector.by_sql("amount > 100"))  # doctest: +SKIP
 
         Raises:
-            TagExpressionError: the expression does not parse.
+            TagExpressionError: the tag expression does not parse (a :class:`SelectorSyntaxError`,
+                with its position, comes from ``MessageSelector.by_sql`` itself).
+            ConfigError: both ``expression`` and ``selector`` given, or ``selector`` is not a MessageSelector.
+            InvalidTopicNameError: ``topic`` breaks a Kafka topic name rule (the error names it).
+            TypeError: ``callback`` is not callable, or is a coroutine function (not run here).
+            StateError: the consumer was started already.
             TopicNotFoundError: at :meth:`start`, when the topic does not exist.
         """
-        if self._state != "new":
-            raise StateError("subscribe before start()")
+        self._subscribe(topic, callback, _selector(expression, selector), 0)
+
+    def subscribe_batch(self, topic: str, callback: BatchListener, expression: str | MessageSelector = "*",
+                        max_batch_size: int = 32, *, selector: MessageSelector | None = None) -> None:
+        """Consume ``topic`` with a batch listener: ``callback(messages)`` gets up to ``max_batch_size``
+        messages of one partition, in offset order (RocketMQ's ``consumeMessageBatchMaxSize``).
+
+        It returns ``None`` when all were handled, ``RECONSUME_LATER`` (or raises) when all
+        failed, or :class:`~rocketkafka.ordering.listening.BatchFailure` ``(i)`` when ``messages[i]``
+        failed and those before it were handled. Orderly modes keep their order within and
+        across batches. ``expression`` / ``selector`` select messages as in :meth:`subscribe`.
+        """
+        if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int) or not 1 <= max_batch_size <= 10_000:
+            raise ConfigError(f"max_batch_size must be an int in 1..10000, got {max_batch_size!r}")
+        self._subscribe(topic, callback, _selector(expression, selector), max_batch_size)
+
+    def _subscribe(self, topic: str, callback: Any, selector: MessageSelector, batch_size: int) -> None:
+        if self._engine is not None:
+            raise StateError(f"{self._name} is {self.state.value}: subscribe only before start()")
+        if not isinstance(topic, str) or not topic:
+            raise ConfigError(f"topic must be a non-empty string, got {topic!r}")
+        check_topic_name(topic)  # a name Kafka refuses can never exist: say which rule, not "does not exist"
         if not callable(callback):
             raise TypeError(f"callback must be callable, got {type(callback).__name__}")
-        self._subs[topic] = Subscription(topic, TagFilter.parse(expression), callback)
+        if inspect.iscoroutinefunction(callback) or inspect.iscoroutinefunction(getattr(callback, "__call__", None)):
+            raise TypeError(f"{getattr(callback, '__name__', callback)!r} is an async function, which a push "
+                            "consumer does not await: pass a plain function (an orderly listener may return a "
+                            "concurrent.futures.Future, e.g. from asyncio.run_coroutine_threadsafe)")
+        self._subscriptions.add(Subscription(topic, selector, callback, batch_size))
 
+    # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
-        """Provision internal topics, join the group and start consuming."""
-        if self._state != "new":
-            raise StateError(f"consumer is {self._state}; start() works once")
-        if not self._subs:
-            raise StateError("subscribe to at least one topic before start()")
-        self._admin = TopicAdmin(self.settings)
-        for topic in self._subs:
-            self._admin.partitions(topic)  # raises TopicNotFoundError
-        self._sender = Sender(self.settings)
-        from delay.routing import retry_backoff  # narrow seam: retries wait in the delay levels (3 + n)
+        """Provision internal topics, join the group and start consuming.
 
-        self._reconsumer = Reconsumer(self._sender, self.group_id, self.options.max_reconsume_times,
-                                      retry_router=retry_backoff(self._sender) if self.options.retry_backoff else None)
-        if not self.broadcasting:
-            self._admin.create_many({self._reconsumer.retry_topic: 1, self._reconsumer.dlq_topic: 1})
-        self._kafka = Consumer(self.settings.kafka_config(**{
-            "group.id": self._offsets_group(),
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "auto.offset.reset": "earliest",
-            "enable.partition.eof": False,
-            "on_commit": self._on_commit,
-            **self._consumer_config,
-        }))
-        self._pool = ThreadPoolExecutor(self.options.consume_thread_max, thread_name_prefix=f"rk-consume-{self.group_id}")
-        self._dispatch = self._dispatch_override or self._default_dispatch()
-        self._locks = None if self.broadcasting else LockTable(
-            self.settings.require_redis(), self.group_id, self.instance_name, self.settings.keys, self.options.lock_settings())
-        self._membership = None if self.broadcasting else Membership(
-            self.settings.require_redis(), self.group_id, Member(self.instance_name, self.options.machine_room),
-            self.settings.keys, MembershipSettings(self.options.heartbeat_interval_ms, self.options.member_timeout_ms),
-            on_change=self._rebalance_now.set)
-        self._members = self._membership.join() if self._membership else []
+        Redis is asked first. On failure nothing is left behind -- clients closed and dropped
+        (no librdkafka thread stays), no member entry, no topic created -- and the consumer is
+        CLOSED; start() works once.
+
+        Raises:
+            StateError: started before, or nothing subscribed.
+            RedisAuthError: no Redis node took the heartbeat and some refused the credentials.
+            RedisUnavailableError: no Redis node answered (down, unreachable, wrong address).
+            TopicNotFoundError: a subscribed topic does not exist.
+            ConfigError: no Redis nodes (clustering) or a bad setting.
+        """
+        if self._engine is not None:
+            self._engine.lifecycle.starting()  # raises: start() works once
+        if self._start_failed:
+            raise StateError(f"{self._name} is closed: its start() failed, and start() works once")
+        if not self._subscriptions.by_topic:
+            raise StateError("subscribe to at least one topic before start()")
+        o = self.options
+        self._retry_topic = self.settings.topics.retry(self.group_id)
+        self._subscriptions.retry_topic = self._retry_topic if self._reads_retry_topic else None
+        engine: OwnershipEngine | None = None
+        try:
+            if self._trace:
+                self._traced()
+            self._sender = Sender(self.settings)
+            self._reconsumer = Reconsumer(self._sender, self.group_id, o.max_reconsume_times,
+                                          retry_router=retry_backoff(self._sender)
+                                          if o.retry_backoff and not self.orderly else None, tracer=self._tracer)
+            engine = self._engine = OwnershipEngine(
+                self.group_id, self.settings, o, self._step(), kafka_config=self._consumer_config,
+                offsets_group=f"{self.group_id}.bcast.{o.instance_name}" if self.broadcasting else None,
+                broadcasting=self.broadcasting, strategy=self._strategy, metrics=self.metrics,
+                name=self._name)
+            engine.start()
+        except BaseException:
+            self._start_failed = True
+            if self._sender is not None:
+                self._sender.close()
+            if self._tracer is not None:
+                self._tracer.close()
+            # dropped, not only closed: a librdkafka client's threads live as long as its object, and the
+            # engine holds the step, which holds the sender
+            self._engine = self._sender = self._reconsumer = engine = None
+            self._tracer = None
+            # the finished frames of the traceback still hold them (engine, step, sender) as locals, for as long
+            # as the error lives (a log record, a test's ExceptionInfo): let the clients and their threads go now
+            traceback.clear_frames(sys.exc_info()[2])
+            raise
+        if self._needs_forwarder:
+            self._check_forwarders()
         if self.metrics is not None:
-            locks = self._locks
-            self.metrics.bind(self._reconsumer.counts, (lambda: locks.lost_total) if locks else (lambda: 0))
-            if self.options.metrics_port is not None:
-                self.metrics.serve(self.options.metrics_port)
-        self._state = "running"
-        self._thread = threading.Thread(target=self._run, name=f"rk-poll-{self.group_id}", daemon=True)
-        self._thread.start()
-        log.info("consumer %s of group %s started (%s)", self.instance_name, self.group_id, self.options.message_model.value)
+            self.metrics.bind(self._reconsumer.counts, lambda: engine.locks_lost, lambda: engine.failures)
+            if self._needs_forwarder:
+                self.metrics.forwarders = self.forwarders_alive
+            if o.metrics_port is not None:
+                self.metrics.serve(o.metrics_port)
+        log.info("consumer %s of group %s started (%s%s)", o.instance_name, self.group_id, o.message_model.value,
+                 ", orderly" if self.orderly else "")
+
+    def _traced(self) -> None:
+        """Start the tracer and wrap every listener with :class:`~rocketkafka.ordering.tracing.ListenerTrace`."""
+        self._tracer = Tracer(self.settings, self._name)
+        wrap = ListenerTrace(self._tracer, self.group_id, self.options.instance_name)
+        for sub in list(self._subscriptions.by_topic.values()):
+            listener = wrap.batch_listener(sub.listener) if sub.batch_size else wrap.listener(sub.listener)
+            self._subscriptions.add(dataclasses.replace(sub, listener=listener))
+    @property
+    def _needs_forwarder(self) -> bool:
+        # failed messages wait in the delay levels (RocketMQ's back-off) until a forwarder moves them
+        o = self.options
+        return o.retry_backoff and not self.orderly and not self.broadcasting and o.max_reconsume_times > 0
+
+    def forwarders_alive(self) -> int | None:
+        """How many delay forwarders of this topic prefix announce themselves in Redis now (``None``: no
+        Redis node answered). Retries with back-off wait for one."""
+        presence = Presence(self.settings.require_redis(), self.settings.keys, DELAY_FORWARDER,
+                            self.settings.topic_prefix)
+        try:
+            alive = presence.alive()
+        finally:
+            presence.close()
+        return None if alive is None else len(alive)
+
+    def _check_forwarders(self) -> None:
+        alive = self.forwarders_alive()
+        if alive == 0:
+            log.warning("%s: no delay forwarder is alive for topic prefix %r: failed messages will wait in the "
+                        "delay topics until one runs (start `rocketkafka delay-forwarder`, or retry_backoff=False to "
+                        "retry at once)", self._name, self.settings.topic_prefix)
+
+    def _step(self) -> ConsumeStep:
+        o = self.options
+        assert self._reconsumer is not None
+        durably = Durably(lambda: self._engine is not None and self._engine.lifecycle.state is not State.RUNNING)
+        policy: FailurePolicy = Drop() if self.broadcasting else \
+            RetryInPlace(self._reconsumer, durably) if self.orderly else SendBack(self._reconsumer, durably)
+        handler = ListenerHandler(self._subscriptions, policy, orderly=self.orderly,
+                                  max_reconsume_times=o.max_reconsume_times, suspend_ms=o.suspend_current_queue_time_ms)
+        work = WorkManager(handler, o.consume_thread_max, o.max_continuous_consume_ms, o.suspend_current_queue_time_ms,
+                           self.group_id, on_stall=lambda: self._engine.take_over() if self._engine else None)
+        chunker: Chunker = ByKey(o.consume_batch_size, order_key_of(o.order_key)) if self.keyed else \
+            Serial(o.consume_batch_size) if self.orderly else Unordered(o.consume_batch_size)
+        internal = {} if self.broadcasting else {self._reconsumer.retry_topic: 1, self._reconsumer.dlq_topic: 1}
+        return ConsumeStep(list(self._subscriptions.by_topic), self._subscriptions.retry_topic, internal, work,
+                           chunker, o.consume_from_where, o.consume_timestamp_ms)
 
     def shutdown(self, timeout: float = 30.0) -> None:
-        """Leave gracefully: finish handlers in flight, commit, unlock, leave the group."""
-        if self._state != "running":
-            self._state = "closed"
-            return
-        self._state = "closing"
-        if self._membership:
-            self._membership.leave()  # the others rebalance now and wait for our unlocks
-        self._stopping.set()
-        if self._thread:
-            self._thread.join(timeout)
-        if hasattr(self._dispatch, "close"):
-            self._dispatch.close()
-        self._pool.shutdown(wait=True, cancel_futures=True)
-        self._sender.close()
-        if self._locks:
-            self._locks.close()
-        if self._membership:
-            self._membership.close()
-        self._kafka.close()
+        """Leave gracefully: finish handlers in flight, commit, unlock, leave the group. Idempotent.
+
+        Raises:
+            StateError: the consumer was never started.
+            ConsumerFailedError: its poll thread had died (resources are released all the same).
+        """
+        engine = self._engine
+        if engine is None:
+            if self._start_failed:
+                return  # its failed start closed everything already
+            raise StateError(f"{self._name} was never started; there is nothing to shut down")
+        engine.close(timeout)
+        if self._sender is not None:
+            self._sender.close()
+        if self._tracer is not None:
+            self._tracer.close()
         if self.metrics is not None:
             self.metrics.close()
-        self._state = "closed"
-        log.info("consumer %s of group %s closed", self.instance_name, self.group_id)
+        if engine.lifecycle.error is not None:
+            engine.lifecycle.check("shutdown")
 
     close = shutdown
 
@@ -224,9 +379,30 @@ class PushConsumer:
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
 
+    # -- state -------------------------------------------------------------------------------
+    @property
+    def state(self) -> State:
+        """Where the consumer is in its life (CLOSED after a start() that failed)."""
+        if self._engine is not None:
+            return self._engine.lifecycle.state
+        return State.CLOSED if self._start_failed else State.NEW
+
+    def health(self) -> Health:
+        """State, the failure of a dead poll thread (if any) and how many partitions are owned; never raises."""
+        engine = self._engine
+        if engine is None:
+            return Health(self.state, None, 0)
+        return engine.health()
+
     def assignment(self) -> set[TP]:
-        """Partitions this member owns right now."""
-        return set(self._queues)
+        """Partitions this member owns right now.
+
+        Raises:
+            ConsumerFailedError: the poll thread died (the cause is its exception).
+            StateError: not started, or shut down.
+        """
+        engine = self._require_engine("assignment()")
+        return set(engine.owned())
 
     def serve_metrics(self, port: int, addr: str = "0.0.0.0") -> int:
         """Serve :attr:`metrics` on ``http://addr:port/metrics``; returns the port (``0`` picks a free one).
@@ -238,386 +414,27 @@ class PushConsumer:
             raise ConfigError("metrics are off: pass metrics=True (ConsumerOptions) to collect them")
         return self.metrics.serve(port, addr)
 
-    # -- the poll thread -------------------------------------------------------------
-    def _run(self) -> None:
-        o = self.options
-        now = time.monotonic()
-        due = {"heartbeat": now + o.heartbeat_interval_ms / 1000, "rebalance": now, "renew": now + o.lock_renew_interval_ms / 1000,
-               "commit": now + o.commit_interval_ms / 1000, "acquire": now}
-        try:
-            while not self._stopping.is_set():
-                now = time.monotonic()
-                if now >= due["heartbeat"] and self._membership:
-                    due["heartbeat"] = now + o.heartbeat_interval_ms / 1000
-                    self._heartbeat()
-                if self._rebalance_now.is_set() or now >= due["rebalance"] or (self._pending and now >= due["acquire"]):
-                    self._rebalance_now.clear()
-                    due["rebalance"] = now + o.rebalance_interval_ms / 1000
-                    due["acquire"] = now + o.acquire_retry_ms / 1000
-                    self._rebalance()
-                if self._locks and now >= due["renew"]:
-                    due["renew"] = now + o.lock_renew_interval_ms / 1000
-                    self._renew()
-                self._finish_releases()
-                self._fetch_and_dispatch()
-                if now >= due["commit"]:
-                    due["commit"] = now + o.commit_interval_ms / 1000
-                    self._commit(list(self._queues.values()), asynchronous=True)
-                    if self.metrics is not None:
-                        self._publish_metrics()
-            self._release_all()
-            if self.metrics is not None:
-                self.metrics.publish_retired()
-        except BaseException as exc:  # never die silently
-            self._error = exc
-            log.exception("consumer %s poll thread failed", self.instance_name)
+    @property
+    def engine(self) -> OwnershipEngine:
+        """The ownership engine under this consumer (for admin views and tests)."""
+        return self._require_engine("engine")
 
-    def _heartbeat(self) -> None:
-        members = self._membership.refresh(self._members)
-        if members is not None:
-            self._members = members
-            self._rebalance_now.set()
+    def _require_engine(self, action: str) -> OwnershipEngine:
+        if self._engine is None:
+            raise StateError(f"{self._name} is not started: call start() before {action}")
+        self._engine.lifecycle.check(action)
+        return self._engine
 
-    def _topics(self) -> list[str]:
-        # orderly consumption retries in place (never skips ahead), so it has no retry topic to read
-        retries = self.options.consume_retry_topic and not (self.broadcasting or self.orderly)
-        return list(self._subs) + ([self._reconsumer.retry_topic] if retries else [])
 
-    def _rebalance(self) -> None:
-        target: set[TP] = set()
-        for topic in self._topics():
-            partitions = [(topic, p) for p in range(self._admin.partitions(topic))]
-            if self.broadcasting:
-                target.update(partitions)
-            else:
-                target.update(self._strategy.allocate(self.group_id, self.instance_name, partitions, self._members))
-        for tp in [tp for tp in self._queues if tp not in target]:
-            self._release(tp, commit=True)
-        wanted = target - self._queues.keys() - self._releasing.keys()
-        self._pending = set()
-        if not wanted:
-            return
-        won = self._locks.lock_batch(wanted) if self._locks else {tp: None for tp in wanted}
-        if won:
-            self._assign({tp: (held.fencing_token if held else None) for tp, held in won.items()})
-        self._pending = wanted - won.keys()
-
-    def _assign(self, won: dict[TP, int | None]) -> None:
-        committed = self._kafka.committed([TopicPartition(t, p) for t, p in won], timeout=10)
-        assigned = []
-        for tp in committed:
-            offset = tp.offset if tp.offset >= 0 else self._start_offset(tp.topic, tp.partition)
-            assigned.append(TopicPartition(tp.topic, tp.partition, offset))
-            self._queues[(tp.topic, tp.partition)] = ProcessQueue(
-                tp.topic, tp.partition, offset, won[(tp.topic, tp.partition)], serial=self.orderly and not self.keyed,
-                keyed=self.keyed, committed=tp.offset)
-        self._kafka.incremental_assign(assigned)
-        log.info("%s took %s", self.instance_name, sorted(won))
-
-    def _start_offset(self, topic: str, partition: int) -> int:
-        where = self.options.consume_from_where
-        if where is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET:
-            # librdkafka's OFFSET_END follows ListOffsets "latest", which some brokers (Tansu) get
-            # wrong after batched produce; the high watermark is the same figure, asked once.
-            return self._kafka.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)[1]
-        if where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
-            found = self._kafka.offsets_for_times([TopicPartition(topic, partition, self.options.consume_timestamp_ms)], timeout=10)
-            return found[0].offset if found[0].offset >= 0 else OFFSET_BEGINNING
-        return OFFSET_BEGINNING
-
-    def _release(self, tp: TP, commit: bool) -> None:
-        """Stop fetching ``tp``; it is committed and unlocked once drained (see ProcessQueue.drop).
-
-        Without a valid lock (it expired while this process stalled) nothing more runs and
-        nothing is committed: the next owner may have moved on, and our commit would rewind it.
-        """
-        pq = self._queues.pop(tp)
-        if commit and self._locks and not self._locks.is_held(tp):
-            commit = False
-        pq.drop() if commit else pq.revoke()
-        self._kafka.incremental_unassign([TopicPartition(*tp)])
-        self._releasing[tp] = (pq, commit)
-
-    def _finish_releases(self) -> None:
-        for tp, (pq, commit) in list(self._releasing.items()):
-            if not pq.drained():
-                continue
-            if commit:
-                self._commit([pq], asynchronous=False)
-            if self._locks:
-                self._locks.unlock_batch([tp])
-            if self.metrics is not None:
-                pq.commit_point()  # counts its finished batches
-                self.metrics.retire(tp, pq.finished)
-            del self._releasing[tp]
-            log.info("%s released %s", self.instance_name, tp)
-
-    def _release_all(self) -> None:
-        for tp in list(self._queues):
-            self._release(tp, commit=True)
-        deadline = time.monotonic() + 30
-        while self._releasing and time.monotonic() < deadline:
-            self._finish_releases()
-            time.sleep(0.005)
-
-    def _renew(self) -> None:
-        """Renew every lock in one round, writing each partition's transition state (DeFiBus).
-
-        The entry records ``delivered`` (fetched, or the cut while leaving) and ``acked``
-        (the commit point): a queue is free for its next owner when the two meet and the
-        owner unlocks, or when the lease runs out.
-        """
-        for tp, pq in [*self._queues.items(), *((tp, pq) for tp, (pq, _) in self._releasing.items())]:
-            acked = pq.commit_point()
-            if acked >= 0:
-                self._locks.record_progress(tp, max(pq.delivered(), acked), acked)
-        for tp in self._locks.renew_batch():
-            log.warning("%s lost the lock of %s; stops consuming it", self.instance_name, tp)
-            if tp in self._queues:
-                self._release(tp, commit=False)  # the new owner may have moved on: our commit could rewind it
-                self._rebalance_now.set()
-            elif tp in self._releasing:  # lost while draining: stop, and never commit
-                pq, _ = self._releasing[tp]
-                pq.revoke()
-                self._releasing[tp] = (pq, False)
-
-    def _publish_metrics(self) -> None:
-        """Snapshot every partition for :attr:`metrics` (poll thread: it alone touches the client and queues)."""
-        metrics, locks, samples = self.metrics, self._locks, {}
-        for tp, pq in self._queues.items():
-            point = pq.commit_point()
-            # the cached high watermark is the one the last fetch brought, which every broker gets right
-            high = self._kafka.get_watermark_offsets(TopicPartition(*tp), cached=True)[1]
-            lag = max(0, high - point) if high >= 0 and point >= 0 else 0 if high == 0 else None
-            samples[tp] = PartitionSample(lag, pq.buffered(), locks.is_held(tp) if locks else None,
-                                          metrics.retired(tp) + pq.finished)
-        for tp in self._pending:
-            samples[tp] = PartitionSample(None, 0, False, metrics.retired(tp))
-        metrics.publish(samples)
-
-    def _fetch(self, timeout: float) -> list[Any]:
-        """What is fetched already, else the first record within ``timeout`` s and what came with it.
-
-        ``Consumer.consume(n, timeout)`` waits the whole timeout unless ``n`` records arrive,
-        which would delay every record of a light stream by up to the timeout.
-        """
-        records = self._kafka.consume(self.options.pull_batch_size, 0)
-        if records:
-            return records
-        first = self._kafka.poll(timeout)
-        if first is None:
-            return []
-        return [first, *self._kafka.consume(self.options.pull_batch_size - 1, 0)] if self.options.pull_batch_size > 1 else [first]
-
-    def _fetch_and_dispatch(self) -> None:
-        # while a partition is paused, nothing wakes this thread when its buffer drains: look often
-        paused = any(pq.paused for pq in self._queues.values())
-        records = self._fetch(0.005 if paused else 0.05 if self._queues else 0.1)
-        if not records:
-            self._dispatch.tick()
-            self._resume_stalled()
-            self._flow_control()  # every partition may be paused: only this resumes them
-            return
-        fetched: dict[TP, list[Any]] = {}
-        for record in records:
-            if record.error() is not None:
-                if record.error().code() != KafkaError._PARTITION_EOF:
-                    log.warning("fetch error: %s", record.error())
-                continue
-            tp = (record.topic(), record.partition())
-            pq = self._queues.get(tp)
-            if pq is not None and (pq.next_offset < 0 or record.offset() >= pq.next_offset):
-                fetched.setdefault(tp, []).append(record)
-        size = self.options.consume_batch_size
-        chunk = getattr(self._dispatch, "chunk", contiguous)
-        for tp, recs in fetched.items():
-            pq = self._queues[tp]
-            for batch in [pq.add(group, key) for key, group in chunk(recs, size)]:
-                self._dispatch.submit(batch)
-        self._dispatch.tick()
-        self._resume_stalled()
-        self._flow_control()
-
-    def _resume_stalled(self) -> None:
-        """Re-run batches a worker left when the lock's client-side expiry passed but the lock was kept.
-
-        A lock that was really lost revokes its queue (``_renew``), and its batches are dropped here;
-        one whose renewal came late is valid again, and its unfinished batches must not be stranded,
-        or the commit point would stop at them for good.
-        """
-        for _ in range(len(self._stalled)):
-            batch = self._stalled.popleft()
-            pq = batch.queue
-            if pq.dropped or batch.done:
-                continue
-            if self._locks is None or self._locks.is_held(pq.tp):
-                self._dispatch.submit(batch)
-            else:
-                self._stalled.append(batch)
-
-    def _flow_control(self) -> None:
-        limit = self.options.pull_threshold_per_partition
-        pause, resume = [], []
-        for pq in self._queues.values():
-            buffered = pq.buffered()
-            if not pq.paused and buffered > limit:
-                pq.paused = True
-                pause.append(TopicPartition(pq.topic, pq.partition))
-            elif pq.paused and buffered <= limit // 2:
-                pq.paused = False
-                resume.append(TopicPartition(pq.topic, pq.partition))
-        if pause:
-            self._kafka.pause(pause)
-        if resume:
-            self._kafka.resume(resume)
-
-    def _commit(self, queues: list[ProcessQueue], asynchronous: bool) -> None:
-        offsets = []
-        for pq in queues:
-            if pq.revoked or (self._locks and not self._locks.is_held(pq.tp)):
-                continue  # only the valid lock holder commits
-            point = pq.commit_point()
-            if point >= 0 and point != pq.committed:
-                if pq.fencing_token is None:  # broadcasting: no lock
-                    offsets.append(TopicPartition(pq.topic, pq.partition, point))
-                else:  # the token travels with the commit, for auditors and brokers that keep metadata
-                    offsets.append(TopicPartition(pq.topic, pq.partition, point,
-                                                  metadata=f"{Header.FENCING_TOKEN}={pq.fencing_token}"))
-                pq.committed = point
-        if offsets:
-            try:
-                self._kafka.commit(offsets=offsets, asynchronous=asynchronous)
-            except Exception as exc:  # retried at the next interval
-                log.warning("commit failed: %s", exc)
-                for pq in queues:
-                    pq.committed = -1
-
-    def _on_commit(self, err: Any, partitions: list[TopicPartition]) -> None:
-        """Commit results (served on the poll thread): a failed commit is sent again at the next interval."""
-        failed = [tp for tp in partitions if err is not None or tp.error is not None]
-        for tp in failed:
-            pq = self._queues.get((tp.topic, tp.partition))
-            if pq is not None:
-                pq.committed = -1
-        if failed:
-            log.warning("commit of %d partitions failed (%s); retrying", len(failed), err or failed[0].error)
-
-    # -- workers ---------------------------------------------------------------------
-    def _default_dispatch(self) -> Dispatch:
-        if self.keyed:
-            from ordering.key_ordered import KeyOrderedDispatch
-            from ordering.order_keys import order_key_of
-
-            return KeyOrderedDispatch(self, order_key_of(self.options.order_key))
-        if self.orderly:
-            from ordering.orderly import OrderlyDispatch
-
-            return OrderlyDispatch(self)
-        return ConcurrentDispatch(self._pool, self.run_batch)
-
-    def may_consume(self, pq: ProcessQueue) -> bool:
-        """True while ``pq`` is ours: not revoked and (clustering) its lock is held and unexpired."""
-        return not pq.revoked and (self._locks is None or time.monotonic() < self._locks.valid_until(pq.tp))
-
-    def run_batch(self, batch: Batch) -> None:
-        """Handle a batch front to back (worker thread); stops at once when the lock is lost or expires.
-
-        The hot loop of concurrent mode: the lock's expiry is read once and re-read only when
-        the clock passes it (a renewal moves it later; a loss revokes the queue).
-        """
-        pq = batch.queue
-        if not pq.admit(batch):
-            return
-        locks, monotonic, records = self._locks, time.monotonic, batch.records
-        valid_until = locks.valid_until(pq.tp) if locks else float("inf")
-        try:
-            for i in range(batch.index, len(records)):
-                if pq.revoked:
-                    return
-                if monotonic() >= valid_until:
-                    valid_until = locks.valid_until(pq.tp)
-                    if monotonic() >= valid_until:
-                        self._stalled.append(batch)  # the poll thread re-runs it once the lock is valid again
-                        return
-                self.consume_record(records[i])
-                batch.advance(i)
-        finally:
-            batch.running = False
-
-    def subscription_of(self, record: Any) -> tuple[Subscription | None, str]:
-        """The subscription a record belongs to, and the topic the listener should see."""
-        topic = record.topic()
-        sub = self._subs.get(topic)
-        if sub is None:  # a retry copy: it belongs to its original topic
-            for name, value in record.headers() or ():
-                if name == Header.ORIGIN_TOPIC and value is not None:
-                    topic = value.decode("utf-8", "replace")
-                    sub = self._subs.get(topic)
-        return sub, topic
-
-    def prepare(self, record: Any) -> tuple[Subscription, MessageExt] | None:
-        """The listener and decoded message for ``record``, or None when it is filtered out or malformed.
-
-        Malformed records and retry copies of unknown topics are dead-lettered here.
-        """
-        topic = record.topic()
-        sub = self._subs.get(topic)
-        if sub is None:  # a retry copy (or a stranger)
-            sub, topic = self.subscription_of(record)
-        if sub is None:
-            self._dead_letter_raw(record, MalformedRecordError(record.topic(), record.partition(), record.offset(),
-                                                               "retry copy of a topic this group does not subscribe"))
-            return None
-        if not sub.filter.matches_all and not sub.filter.matches(tags_of(record)):
-            return None  # filtered out; its offset still commits
-        try:
-            msg = decode(record)
-        except MalformedRecordError as exc:
-            self._dead_letter_raw(record, exc)
-            return None
-        if msg.topic != topic:
-            msg.topic = topic  # a retry copy is seen under its original topic
-        return sub, msg
-
-    def consume_record(self, record: Any) -> None:
-        """Concurrent mode: hand one record to its listener; failures go to the retry topic (clustering)."""
-        prepared = self.prepare(record)
-        if prepared is None:
-            return
-        sub, msg = prepared
-        try:
-            status = sub.listener(msg)
-            error = None if status is not ConsumeStatus.RECONSUME_LATER else "listener returned RECONSUME_LATER"
-        except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            log.info("listener failed on %s: %s", msg.id, error, extra=message_fields(msg))
-        if error is not None and not self.broadcasting:  # broadcasting drops failures, as RocketMQ
-            self.write_durably(lambda: self._reconsumer.send_back(msg, error))
-
-    def dead_letter(self, msg: MessageExt, reason: str) -> None:
-        """Write ``msg`` to the group's dead-letter topic, retrying until it is durable."""
-        self.write_durably(lambda: self._reconsumer.dead_letter(msg, reason))
-
-    def _dead_letter_raw(self, record: Any, error: MalformedRecordError) -> None:
-        if not self.broadcasting:
-            self.write_durably(lambda: self._reconsumer.dead_letter_raw(record, error))
-        else:
-            log.error("dropping malformed record: %s", error, extra=record_fields(record))
-
-    def write_durably(self, write: Callable[[], Any]) -> None:
-        """A failed message's copy must be durable before its offset may commit: retry, never skip."""
-        delay = 0.1
-        while True:
-            try:
-                write()
-                return
-            except Exception as exc:
-                if self._stopping.is_set():
-                    raise
-                log.warning("could not write retry/dead-letter copy (%s); retrying in %.1f s", exc, delay)
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
-
-    def _offsets_group(self) -> str:
-        # broadcasting: every member keeps its own progress (RocketMQ's local offset store)
-        return f"{self.group_id}.bcast.{self.instance_name}" if self.broadcasting else self.group_id
+def _selector(expression: str | MessageSelector, selector: MessageSelector | None) -> MessageSelector:
+    """The subscription's selector from ``subscribe``'s two ways of giving one."""
+    if selector is not None:
+        if not isinstance(selector, MessageSelector):
+            raise ConfigError(f"selector must be a MessageSelector (MessageSelector.by_sql / by_tag), "
+                              f"got {type(selector).__name__}")
+        if not (isinstance(expression, str) and expression.strip() in ("", "*")):
+            raise ConfigError(f"give either a tag expression or selector=, not both ({expression!r} and {selector!r})")
+        return selector
+    if isinstance(expression, MessageSelector):
+        return expression
+    return MessageSelector.by_tag(expression)

@@ -6,26 +6,44 @@
 - :func:`rocketmq_view`, :func:`filter_tags`, :func:`dedup_by_msg_id`, :func:`decode_avro`:
   RocketMQ semantics as DataFrame transformations.
 - :func:`audit_order`, :func:`audit_delay`, :func:`audit_txn`: batch audit jobs
-  (``rocketkafka spark audit-*``); :func:`bench_spark`: the read benchmark.
+  (``rocketkafka spark audit-*``) that say what they read and refuse to report on nothing.
+- :func:`spark_session` (classic masters and Spark Connect) and :func:`register`
+  (the Python source in any session; returns its format name).
+
+Needs the ``[spark]`` extra (PySpark, pyarrow, pandas); without it importing this
+package raises :class:`~rocketkafka.extras.MissingExtraError` naming the extra.
 """
 
-from spark.audit import AuditResult, audit_delay, audit_order, audit_txn
-from spark.bench import bench_spark
-from spark.engine import ENGINE_ENV, choose_engine, jvm_kafka_available, read_message_stream, read_messages
-from spark.errors import DataLossError, EngineUnavailableError, KafkaReadError, SourceOptionError
-from spark.kafka_source import SOURCE_NAME, KafkaDataSource
-from spark.rocketmq import (
-    decode_avro,
+from rocketkafka.extras import require
+
+for _module in ("pyspark", "pyarrow", "pandas"):
+    require(_module, "spark", "rocketkafka.spark")
+
+from rocketkafka.spark.audit import AuditResult, audit_delay, audit_order, audit_txn
+from rocketkafka.spark.engine import ENGINE_ENV, choose_engine, jvm_kafka_available, read_message_stream, read_messages
+from rocketkafka.spark.errors import (
+    AuditEmptyError,
+    DataLossError,
+    EngineUnavailableError,
+    KafkaReadError,
+    SourceOptionError,
+    spark_error_line,
+)
+from rocketkafka.spark.kafka_source import SOURCE_NAME, KafkaDataSource
+from rocketkafka.spark.avro_bodies import decode_avro
+from rocketkafka.spark.rocketmq import (
     dedup_by_msg_id,
     filter_tags,
     header_value,
     rocketmq_view,
     user_properties,
 )
-from spark.schema import kafka_schema
-from spark.session import register_source, spark_session
+from rocketkafka.spark.schema import kafka_schema
+from rocketkafka.spark.session import register, register_source, spark_session
+from rocketkafka.spark.trace_table import TRACE_SCHEMA, trace_view
 
 __all__ = [
+    "AuditEmptyError",
     "AuditResult",
     "DataLossError",
     "ENGINE_ENV",
@@ -34,10 +52,10 @@ __all__ = [
     "KafkaReadError",
     "SOURCE_NAME",
     "SourceOptionError",
+    "TRACE_SCHEMA",
     "audit_delay",
     "audit_order",
     "audit_txn",
-    "bench_spark",
     "choose_engine",
     "decode_avro",
     "dedup_by_msg_id",
@@ -47,8 +65,11 @@ __all__ = [
     "kafka_schema",
     "read_message_stream",
     "read_messages",
+    "register",
     "register_source",
     "rocketmq_view",
+    "spark_error_line",
     "spark_session",
+    "trace_view",
     "user_properties",
 ]

@@ -6,12 +6,12 @@ rest of a pipeline cannot tell which engine ran. The engine is chosen by the
 ``engine`` argument, else ``$ROCKETKAFKA_SPARK_ENGINE``, else ``auto``:
 
 - ``jvm``: Spark's ``kafka`` source (``spark-sql-kafka-0-10`` on the classpath);
-- ``python``: the project's reader (:mod:`spark.kafka_source`);
+- ``python``: the project's reader (:mod:`rocketkafka.spark.kafka_source`);
 - ``auto``: ``jvm`` when ``org.apache.spark.sql.kafka010.KafkaSourceProvider`` loads.
 
 Options are checked on the driver before anything runs: an unknown option, bad
-offsets JSON or a missing topic raise :class:`~spark.errors.SourceOptionError` /
-:class:`~facade.errors.TopicNotFoundError` right at the call.
+offsets JSON or a missing topic raise :class:`~rocketkafka.spark.errors.SourceOptionError` /
+:class:`~rocketkafka.errors.TopicNotFoundError` right at the call.
 
 >>> df = read_messages(spark, {"kafka.bootstrap.servers": bs, "subscribe": "orders"},  # doctest: +SKIP
 ...                    includeHeaders=True)
@@ -27,11 +27,11 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from spark.errors import EngineUnavailableError, SourceOptionError
-from spark.kafka_io import discover, open_consumer
-from spark.kafka_source import SOURCE_NAME, resolve_offsets
-from spark.options import SourceOptions, parse_options
-from spark.session import register_source
+from rocketkafka.spark.errors import EngineUnavailableError, SourceOptionError
+from rocketkafka.spark.kafka_io import discover, open_consumer
+from rocketkafka.spark.kafka_source import SOURCE_NAME, resolve_offsets, times_by_partition
+from rocketkafka.spark.options import SourceOptions, parse_options
+from rocketkafka.spark.session import register_source
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +108,10 @@ def check_source(options: Mapping[str, str], streaming: bool, engine: str) -> So
     for name, spec in (("startingOffsets", parsed.starting), ("endingOffsets", parsed.ending)):
         if isinstance(spec, dict):  # JSON offsets must name every partition (as in Spark)
             resolve_offsets(spec, name, tps, dict.fromkeys(tps, (0, 0)))
+    for name, times in (("startingOffsetsByTimestamp", parsed.starting_times),
+                        ("endingOffsetsByTimestamp", parsed.ending_times)):
+        if isinstance(times, dict):
+            times_by_partition(times, name, tps)
     return parsed
 
 

@@ -29,10 +29,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from facade.errors import TopicNotFoundError
-from spark.errors import DataLossError, KafkaReadError, SourceOptionError
-from spark.options import SourceOptions
-from spark.schema import kafka_schema
+from rocketkafka.errors import TopicNotFoundError
+from rocketkafka.spark.errors import DataLossError, KafkaReadError, SourceOptionError
+from rocketkafka.spark.options import SourceOptions
+from rocketkafka.spark.schema import kafka_schema
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +51,7 @@ def open_consumer(options: SourceOptions, purpose: str, **extra: Any) -> Consume
     Raises:
         SourceOptionError: a ``kafka.*`` setting is unknown to the client.
     """
-    group = f"{options.group_id_prefix}-{purpose}-{uuid.uuid4().hex[:12]}"
-    config = options.consumer_config(**{"group.id": group, **extra})
+    config = options.consumer_config(**{"group.id": options.group(purpose, uuid.uuid4().hex[:12]), **extra})
     try:
         return Consumer(config)
     except (KafkaException, ValueError, TypeError) as exc:
@@ -149,6 +148,73 @@ def watermarks(consumer: Consumer, tps: Iterable[TP], hints: dict[TP, int] | Non
         return result
     finally:
         consumer.unassign()
+
+
+def offsets_for_times(options: SourceOptions, times: dict[TP, int], timeout: float = 30.0) -> dict[TP, int | None]:
+    """The first offset of each partition whose timestamp is at or after its time (``None``: no such record).
+
+    The broker's ListOffsets by timestamp decides; Kafka compares record timestamps
+    (CreateTime or LogAppendTime), Tansu the time each batch was written (DESIGN §4).
+    An answer is trusted only if the record there is at or after the time (Tansu answers
+    ``0`` instead of "none" for a time after its last batch): else the partition has none.
+
+    Raises:
+        KafkaReadError: the broker did not answer.
+    """
+    if not times:
+        return {}
+    consumer = open_consumer(options, "times")
+    try:
+        answered = consumer.offsets_for_times([TopicPartition(t, p, ts) for (t, p), ts in sorted(times.items())],
+                                              timeout=timeout)
+    except KafkaException as exc:
+        raise KafkaReadError(f"offsets_for_times failed at {options.bootstrap_servers}: {exc}") from None
+    finally:
+        consumer.close()
+    result: dict[TP, int | None] = {}
+    for tp in answered:
+        if tp.error is not None:
+            raise KafkaReadError(f"offsets_for_times {tp.topic}-{tp.partition}: {tp.error}")
+        result[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
+    stamps = first_timestamps(options, {tp: o for tp, o in result.items() if o is not None})
+    for key, stamp in stamps.items():
+        if stamp is None or stamp < times[key]:
+            result[key] = None
+    return result
+
+
+def first_timestamps(options: SourceOptions, offsets: dict[TP, int], timeout: float = 30.0) -> dict[TP, int | None]:
+    """The timestamp (epoch ms) of the record at each given offset (``None``: no record there, e.g. at the end)."""
+    if not offsets:
+        return {}
+    consumer = open_consumer(options, "times", **{"fetch.wait.max.ms": 10, "auto.offset.reset": "latest"})
+    found: dict[TP, int | None] = {}
+    try:
+        consumer.assign([TopicPartition(t, p, o) for (t, p), o in offsets.items()])
+        deadline = time.monotonic() + timeout
+        while len(found) < len(offsets):
+            if time.monotonic() > deadline:
+                missing = ", ".join(f"{t}-{p}" for t, p in sorted(set(offsets) - set(found)))
+                raise KafkaReadError(f"no record arrived within {timeout:.0f} s for {missing}")
+            for msg in consumer.consume(num_messages=len(offsets), timeout=0.1):
+                topic, partition, err = msg.topic(), msg.partition(), msg.error()
+                if topic is None or partition is None:  # an error of the client, of no partition
+                    if err is not None and err.fatal():
+                        raise KafkaReadError(f"{topic}-{partition}: {err.str()}")
+                    continue
+                tp = (topic, partition)
+                if tp in found:
+                    continue
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        found[tp] = None
+                    elif err.fatal():
+                        raise KafkaReadError(f"{tp[0]}-{tp[1]}: {err.str()}")
+                    continue
+                found[tp] = msg.timestamp()[1] if msg.offset() == offsets[tp] else None
+        return found
+    finally:
+        consumer.close()
 
 
 def log_ends(options: SourceOptions, tps: Iterable[TP], hints: dict[TP, int] | None = None) -> dict[TP, tuple[int, int]]:
@@ -249,6 +315,13 @@ def read_range(options: SourceOptions, topic: str, partition: int, start: int, e
         consumer.close()
 
 
+def _offset(msg: Message) -> int:
+    """The offset of a record or of a partition-EOF event (both carry one)."""
+    offset = msg.offset()
+    assert offset is not None
+    return offset
+
+
 def _next_batch(consumer: Consumer, options: SourceOptions, topic: str, partition: int, position: int, end: int,
                 schema: pa.Schema) -> tuple[pa.RecordBatch | None, int, bool]:
     """One ``consume()``: ``(batch or None, next position, whether the broker sent anything)``."""
@@ -264,7 +337,7 @@ def _next_batch(consumer: Consumer, options: SourceOptions, topic: str, partitio
             if err is None:
                 good.append(msg)
             elif err.code() == KafkaError._PARTITION_EOF:
-                position = max(position, msg.offset())  # the log ends here
+                position = max(position, _offset(msg))  # the log ends here
             elif err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
                 raise DataLossError(f"{topic}-{partition}: offset {position} is out of range ({err.str()}); "
                                     "set failOnDataLoss=false to read from the earliest offset instead")
@@ -275,9 +348,9 @@ def _next_batch(consumer: Consumer, options: SourceOptions, topic: str, partitio
         messages = good
     if not messages:
         return None, position, True
-    last = messages[-1].offset()
+    last = _offset(messages[-1])
     if last >= end:
-        offsets = list(map(Message.offset, messages))
+        offsets = list(map(_offset, messages))
         messages = messages[:bisect.bisect_left(offsets, end)]
     batch = to_record_batch(messages, topic, partition, schema) if messages else None
     return batch, max(position, last + 1), True

@@ -1,7 +1,7 @@
 """Spark's Kafka source, rewritten with PySpark's Python Data Source API.
 
 Registered as ``rocketkafka-kafka`` (Spark refuses a Python source named
-``kafka``); same options (:mod:`spark.options`), same schema
+``kafka``); same options (:mod:`rocketkafka.spark.options`), same schema
 (:func:`kafka_schema`), batch and streaming::
 
     spark.dataSource.register(KafkaDataSource)
@@ -26,10 +26,10 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from spark.errors import DataLossError, SourceOptionError
-from spark.kafka_io import TP, discover, log_ends, open_consumer, read_range
-from spark.options import EARLIEST, LATEST, SourceOptions, parse_options
-from spark.schema import kafka_schema
+from rocketkafka.spark.errors import DataLossError, SourceOptionError
+from rocketkafka.spark.kafka_io import TP, discover, log_ends, offsets_for_times, open_consumer, read_range
+from rocketkafka.spark.options import EARLIEST, LATEST, SourceOptions, parse_options
+from rocketkafka.spark.schema import kafka_schema
 
 log = logging.getLogger(__name__)
 
@@ -71,16 +71,69 @@ def resolve_offsets(spec: str | dict[str, dict[int, int]], name: str, tps: list[
         return {tp: marks[tp][0] for tp in tps}
     if spec == "latest":
         return {tp: marks[tp][1] for tp in tps}
-    named = {(t, p): o for t, parts in spec.items() for p, o in parts.items()}
+    assert isinstance(spec, dict)  # parse_offsets: earliest, latest or the JSON's dict
+    named = _every_partition(spec, name, tps, "JSON offsets must name every partition (use -2 for earliest, -1 for latest)")
+    return {tp: marks[tp][0] if named[tp] == EARLIEST else marks[tp][1] if named[tp] == LATEST else named[tp]
+            for tp in tps}
+
+
+def times_by_partition(spec: int | dict[str, dict[int, int]], name: str, tps: list[TP]) -> dict[TP, int]:
+    """Epoch-ms time per partition: one time for all, or Spark's JSON (which must name every partition)."""
+    if isinstance(spec, int):
+        return dict.fromkeys(tps, spec)
+    named = _every_partition(spec, name, tps, "JSON timestamps must name every partition")
+    return {tp: named[tp] for tp in tps}
+
+
+def _every_partition(spec: dict[str, dict[int, int]], name: str, tps: list[TP], rule: str) -> dict[TP, int]:
+    """Spark's per-partition JSON as ``{(topic, partition): value}``; it must name each of ``tps`` and no other."""
+    named = {(t, p): value for t, parts in spec.items() for p, value in parts.items()}
     missing = sorted(set(tps) - set(named))
     if missing:
-        listed = ", ".join(f"{t}-{p}" for t, p in missing)
-        raise SourceOptionError(name, f"JSON offsets must name every partition (use -2 for earliest, -1 for latest); missing {listed}")
+        raise SourceOptionError(name, f"{rule}; missing {', '.join(f'{t}-{p}' for t, p in missing)}")
     unknown = sorted(set(named) - set(tps))
     if unknown:
-        listed = ", ".join(f"{t}-{p}" for t, p in unknown)
-        raise SourceOptionError(name, f"partitions {listed} do not exist")
-    return {tp: marks[tp][0] if named[tp] == EARLIEST else marks[tp][1] if named[tp] == LATEST else named[tp]
+        raise SourceOptionError(name, f"partitions {', '.join(f'{t}-{p}' for t, p in unknown)} do not exist")
+    return named
+
+
+def _times_name(spec: int | dict, single: str, by_partition: str) -> str:
+    return single if isinstance(spec, int) else by_partition
+
+
+def resolve_start(options: SourceOptions, tps: list[TP], marks: dict[TP, tuple[int, int]]) -> Offsets:
+    """Starting offsets: from ``startingTimestamp`` / ``startingOffsetsByTimestamp`` when given, else ``startingOffsets``.
+
+    A partition without a record at or after its time fails the query
+    (``startingOffsetsByTimestampStrategy=error``, Spark's default) or starts at its end (``latest``).
+    """
+    if options.starting_times is None:
+        return resolve_offsets(options.starting, "startingOffsets", tps, marks)
+    name = _times_name(options.starting_times, "startingTimestamp", "startingOffsetsByTimestamp")
+    wanted = times_by_partition(options.starting_times, name, tps)
+    found = offsets_for_times(options, wanted)
+    starts: Offsets = {}
+    for tp in tps:
+        low, high = marks[tp]
+        offset = found.get(tp)
+        if offset is None:
+            if options.timestamp_strategy != "latest":
+                raise SourceOptionError(name, f"{tp[0]}-{tp[1]} has no record at or after {wanted[tp]} (epoch ms); "
+                                              "set startingOffsetsByTimestampStrategy=latest to start at its end")
+            offset = high
+        starts[tp] = min(max(offset, low), high)
+    return starts
+
+
+def resolve_end(options: SourceOptions, tps: list[TP], marks: dict[TP, tuple[int, int]]) -> Offsets:
+    """Ending offsets: from ``endingTimestamp`` / ``endingOffsetsByTimestamp`` when given (a partition
+    without a record at or after its time ends at its end, as in Spark), else ``endingOffsets``."""
+    if options.ending_times is None:
+        return resolve_offsets(options.ending, "endingOffsets", tps, marks)
+    name = _times_name(options.ending_times, "endingTimestamp", "endingOffsetsByTimestamp")
+    wanted = times_by_partition(options.ending_times, name, tps)
+    found = offsets_for_times(options, wanted)
+    return {tp: min(max(marks[tp][1] if (offset := found.get(tp)) is None else offset, marks[tp][0]), marks[tp][1])
             for tp in tps}
 
 
@@ -121,8 +174,8 @@ def plan_batch(options: SourceOptions) -> list[KafkaRange]:
     if not tps:
         return []
     marks = log_ends(options, tps)
-    starts = resolve_offsets(options.starting, "startingOffsets", tps, marks)
-    ends = resolve_offsets(options.ending, "endingOffsets", tps, marks)
+    starts = resolve_start(options, tps, marks)
+    ends = resolve_end(options, tps, marks)
     ranges = []
     for tp in tps:
         low, high = marks[tp]
@@ -198,7 +251,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict:
         tps, marks = self._ends({})
-        return encode_offsets(resolve_offsets(self.options.starting, "startingOffsets", tps, marks))
+        return encode_offsets(resolve_start(self.options, tps, marks))
 
     def prepareForTriggerAvailableNow(self) -> None:
         _, marks = self._ends({})

@@ -11,13 +11,25 @@ the JVM connector and the project's Python reader unchanged:
   regex, whole-name match) or ``assign`` (JSON ``{"topicA":[0,1]}``);
 - ``startingOffsets`` / ``endingOffsets``: ``earliest``, ``latest`` or JSON
   ``{"topicA":{"0":23,"1":-1}}`` with ``-2`` = earliest and ``-1`` = latest;
+- ``startingTimestamp`` / ``startingOffsetsByTimestamp`` (JSON ``{"topicA":{"0":1700000000000}}``,
+  epoch ms) with ``startingOffsetsByTimestampStrategy`` (``error`` or ``latest``), and
+  ``endingTimestamp`` / ``endingOffsetsByTimestamp`` (batch only): served with the
+  broker's ``offsets_for_times`` (the first offset whose timestamp is at or after the
+  time). They win over ``startingOffsets`` / ``endingOffsets`` as in Spark
+  (``...Timestamp`` over ``...OffsetsByTimestamp`` over ``...Offsets``). Caveat: the broker
+  decides what a record's time is; Kafka uses the record timestamps, while Tansu (the
+  embedded broker) answers with the time each batch was written;
+- ``kafka.group.id``: honoured as in Spark: every consumer of the query (planner and
+  readers) uses exactly this group id instead of ``groupIdPrefix-<random>``. The reader
+  still never joins the group nor commits to it; the id is what the broker sees (group
+  ACLs, quotas, monitoring). Setting both it and ``groupIdPrefix`` is refused;
 - ``maxOffsetsPerTrigger``, ``minPartitions``, ``maxRecordsPerPartition``,
   ``includeHeaders``, ``failOnDataLoss``, ``kafkaConsumer.pollTimeoutMs``,
   ``fetchOffset.numRetries``, ``fetchOffset.retryIntervalMs``, ``groupIdPrefix``.
 
-Unlike Spark, an unknown option is an error, not silently ignored. Spark's
-timestamp options and ``minOffsetsPerTrigger`` / ``maxTriggerDelay`` are known
-but not served by the Python reader; they raise :class:`SourceOptionError`.
+Unlike Spark, an unknown option is an error, not silently ignored.
+``minOffsetsPerTrigger`` / ``maxTriggerDelay`` are known but not served by the
+Python reader; they raise :class:`SourceOptionError`.
 
 >>> o = parse_options({"kafka.bootstrap.servers": "h:9092", "subscribe": "a,b"}, streaming=False)
 >>> o.topics, o.starting, o.ending
@@ -32,7 +44,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spark.errors import SourceOptionError
+from rocketkafka.logs import redact_config
+from rocketkafka.spark.errors import SourceOptionError
 
 #: Kafka's offset sentinels inside offset JSON (Spark's convention).
 EARLIEST = -2
@@ -46,13 +59,12 @@ SUPPORTED = frozenset({
     "includeheaders", "failondataloss",
     "kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms",
     "groupidprefix",
+    "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp", "endingoffsetsbytimestamp",
+    "startingoffsetsbytimestampstrategy",
 })
 
 #: Spark options the Python reader knows but does not serve.
-NOT_SERVED = frozenset({
-    "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp", "endingoffsetsbytimestamp",
-    "startingoffsetsbytimestampstrategy", "minoffsetspertrigger", "maxtriggerdelay",
-})
+NOT_SERVED = frozenset({"minoffsetspertrigger", "maxtriggerdelay"})
 
 #: ``kafka.*`` settings Spark itself refuses (the source manages them).
 REFUSED_KAFKA = {
@@ -63,10 +75,14 @@ REFUSED_KAFKA = {
     "interceptor.classes": "interceptors are not supported",
 }
 
-#: Settings the Python reader's consumers own; a ``kafka.*`` value for them is ignored.
+#: Settings the Python reader's consumers own (``group.id`` is set from ``kafka.group.id`` or ``groupIdPrefix``).
 _MANAGED_KAFKA = ("group.id", "enable.partition.eof", "enable.auto.offset.store")
 
+#: ``startingOffsetsByTimestampStrategy`` values: what a partition without a record at or after the time does.
+TIMESTAMP_STRATEGIES = ("error", "latest")
+
 _OFFSETS_EXAMPLE = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
+_TIMES_EXAMPLE = '{"topicA":{"0":1700000000000,"1":1700000000000}}'
 _ASSIGN_EXAMPLE = '{"topicA":[0,1],"topicB":[2,4]}'
 
 
@@ -91,7 +107,17 @@ class SourceOptions:
     fetch_retries: int = 3
     fetch_retry_interval_ms: int = 10
     group_id_prefix: str = "spark-kafka-source"
+    group_id: str | None = None  # kafka.group.id: every consumer uses it
+    #: startingTimestamp (one time for every partition) or startingOffsetsByTimestamp (per partition), epoch ms
+    starting_times: int | dict[str, dict[int, int]] | None = None
+    ending_times: int | dict[str, dict[int, int]] | None = None
+    timestamp_strategy: str = "error"
     raw: dict[str, str] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        """The options with secret ``kafka.*`` values (``sasl.password``, ...) shown as ``***``."""
+        shown = {**vars(self), "kafka_params": redact_config(self.kafka_params), "raw": redact_config(self.raw)}
+        return f"SourceOptions({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
 
     @property
     def strategy(self) -> str:
@@ -99,6 +125,10 @@ class SourceOptions:
         if self.assignment is not None:
             return "assign"
         return "subscribePattern" if self.pattern is not None else "subscribe"
+
+    def group(self, purpose: str, unique: str) -> str:
+        """The ``group.id`` of one consumer: ``kafka.group.id`` when given, else ``groupIdPrefix-purpose-unique``."""
+        return self.group_id if self.group_id is not None else f"{self.group_id_prefix}-{purpose}-{unique}"
 
     def consumer_config(self, **extra: Any) -> dict[str, Any]:
         """confluent-kafka settings: ``kafka.*`` pass-through plus the reader's own."""
@@ -163,6 +193,31 @@ def parse_offsets(name: str, value: str) -> str | dict[str, dict[int, int]]:
     return parsed
 
 
+def parse_times(name: str, value: str) -> dict[str, dict[int, int]]:
+    """Spark's per-partition timestamp JSON (``{"topicA":{"0":1700000000000}}``, epoch ms)."""
+    text = str(value).strip()
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise SourceOptionError(name, f"expected JSON like {_TIMES_EXAMPLE}, got {text!r} ({exc})") from None
+    if not isinstance(data, dict) or not data:
+        raise SourceOptionError(name, f"expected a non-empty JSON object like {_TIMES_EXAMPLE}, got {text!r}")
+    parsed: dict[str, dict[int, int]] = {}
+    for topic, partitions in data.items():
+        if not isinstance(partitions, dict) or not partitions:
+            raise SourceOptionError(name, f"topic {topic!r} must map partitions to timestamps, like {_TIMES_EXAMPLE}")
+        parsed[topic] = {}
+        for partition, stamp in partitions.items():
+            try:
+                number = int(partition)
+            except ValueError:
+                raise SourceOptionError(name, f"partition {partition!r} of topic {topic!r} is not a number") from None
+            if isinstance(stamp, bool) or not isinstance(stamp, int) or stamp < 0:
+                raise SourceOptionError(name, f"timestamp {stamp!r} of {topic}-{partition} must be epoch milliseconds >= 0")
+            parsed[topic][number] = stamp
+    return parsed
+
+
 def _parse_assign(value: str) -> dict[str, tuple[int, ...]]:
     try:
         data = json.loads(str(value))
@@ -185,7 +240,7 @@ def parse_options(options: Mapping[str, str], streaming: bool, jvm: bool = False
     Parameters:
         options: the reader options (any letter case, values as strings).
         streaming: ``readStream`` (True) or ``read`` (False); some offsets are only valid in one.
-        jvm: the options go to Spark's JVM source, which also serves the timestamp options.
+        jvm: the options go to Spark's JVM source, which also serves ``minOffsetsPerTrigger`` / ``maxTriggerDelay``.
     """
     opts = {str(k).lower(): str(v) for k, v in options.items()}
     kafka_params: dict[str, str] = {}
@@ -242,9 +297,37 @@ def parse_options(options: Mapping[str, str], streaming: bool, jvm: bool = False
             raise SourceOptionError("startingOffsets", "-1 (latest) is not allowed for batch queries")
         if isinstance(ending, dict) and any(o == EARLIEST for parts in ending.values() for o in parts.values()):
             raise SourceOptionError("endingOffsets", "-2 (earliest) is not allowed for batch queries")
-    for name, offsets in (("startingOffsets", starting), ("endingOffsets", ending)):
+    starting_times: int | dict[str, dict[int, int]] | None = None
+    ending_times: int | dict[str, dict[int, int]] | None = None
+    if "startingtimestamp" in opts:  # Spark's precedence: the single time over the JSON over startingOffsets
+        starting_times = _int("startingTimestamp", opts["startingtimestamp"], 0)
+    elif "startingoffsetsbytimestamp" in opts:
+        starting_times = parse_times("startingOffsetsByTimestamp", opts["startingoffsetsbytimestamp"])
+    if "endingtimestamp" in opts or "endingoffsetsbytimestamp" in opts:
+        if streaming:
+            name = "endingTimestamp" if "endingtimestamp" in opts else "endingOffsetsByTimestamp"
+            raise SourceOptionError(name, "not valid in streaming queries")
+        if "endingtimestamp" in opts:
+            ending_times = _int("endingTimestamp", opts["endingtimestamp"], 0)
+        else:
+            ending_times = parse_times("endingOffsetsByTimestamp", opts["endingoffsetsbytimestamp"])
+    strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in TIMESTAMP_STRATEGIES:
+        raise SourceOptionError("startingOffsetsByTimestampStrategy",
+                                f"expected {' or '.join(TIMESTAMP_STRATEGIES)}, got {strategy!r}")
+    for name, offsets in (("startingOffsets", starting), ("endingOffsets", ending),
+                          ("startingOffsetsByTimestamp", starting_times), ("endingOffsetsByTimestamp", ending_times)):
         if isinstance(offsets, dict):
             _check_offset_topics(name, offsets, topics, pattern, assignment)
+
+    group_id = kafka_params.pop("group.id", None)
+    if group_id is not None:
+        group_id = group_id.strip()
+        if not group_id:
+            raise SourceOptionError("kafka.group.id", "empty group id")
+        if "groupidprefix" in opts:
+            raise SourceOptionError("kafka.group.id", "set either kafka.group.id or groupIdPrefix, not both "
+                                                      "(Spark would silently ignore groupIdPrefix)")
 
     def number(key: str, minimum: int, default: int | None) -> int | None:
         return _int(key, opts[key], minimum) if key in opts else default
@@ -267,6 +350,10 @@ def parse_options(options: Mapping[str, str], streaming: bool, jvm: bool = False
         fetch_retries=number("fetchoffset.numretries", 0, 3) or 0,
         fetch_retry_interval_ms=number("fetchoffset.retryintervalms", 0, 10) or 0,
         group_id_prefix=opts.get("groupidprefix", "spark-kafka-source"),
+        group_id=group_id,
+        starting_times=starting_times,
+        ending_times=ending_times,
+        timestamp_strategy=strategy,
         raw=dict(options),
     )
 

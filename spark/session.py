@@ -1,8 +1,14 @@
-"""A local-friendly SparkSession with the Python Kafka source registered.
+"""Spark sessions for rocketkafka pipelines, and the Python Kafka source registered in them.
 
 Python workers must run the interpreter that has rocketkafka installed, so
 ``PYSPARK_PYTHON`` defaults to :data:`sys.executable`, and the project root is
 put on the workers' ``PYTHONPATH`` when the package runs from a source tree.
+``SPARK_HOME`` defaults to the pyspark package (``local-cluster`` masters start
+executors from it) and ``SPARK_LOCAL_IP`` to the loopback address.
+
+:func:`spark_session` serves classic masters (``local[2]``, ``local-cluster[2,1,1024]``,
+``spark://...``, ``yarn``) and Spark Connect (``remote="sc://host:15002"``, or
+``remote="local[2]"`` for a Connect server in this process; needs ``pyspark[connect]``).
 """
 
 from __future__ import annotations
@@ -18,12 +24,21 @@ from pyspark.sql import SparkSession
 
 #: Environment variable naming the default master (else ``local[2]``).
 MASTER_ENV = "ROCKETKAFKA_SPARK_MASTER"
+#: Environment variable naming a Spark Connect server (``sc://host:port``); wins over the master.
+REMOTE_ENV = "ROCKETKAFKA_SPARK_REMOTE"
+#: Spark setting that reduces a Python worker's error to its last line (``Type: message``), so a
+#: data source error reads ``[PYTHON_DATA_SOURCE_ERROR] ...: SourceOptionError: Kafka source option ...``.
+HIDE_TRACEBACK = "spark.sql.execution.pyspark.udf.hideTraceback.enabled"
 
 
 def prepare_python_env() -> None:
     """Point Spark's Python workers at this interpreter and this source tree (before the JVM starts)."""
+    import pyspark
+
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_HOME", str(Path(pyspark.__file__).resolve().parent))
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     root = Path(__file__).resolve().parent.parent
     if root.name in ("site-packages", "dist-packages"):  # installed: workers find it anyway
         return
@@ -32,42 +47,73 @@ def prepare_python_env() -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([str(root), *paths])
 
 
+def is_connect(spark: Any) -> bool:
+    """True for a Spark Connect session (no JVM gateway in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 _registered: weakref.WeakSet = weakref.WeakSet()
 
 
-def register_source(spark: SparkSession) -> None:
-    """Register the ``rocketkafka-kafka`` Python data source in ``spark`` (once per session)."""
-    from spark.kafka_source import KafkaDataSource
+def register(spark: SparkSession, concise_errors: bool = True) -> str:
+    """Register the Python Kafka source in ``spark`` (once per session); returns its format name.
 
-    if spark in _registered:
-        return
-    spark.dataSource.register(KafkaDataSource)
-    _registered.add(spark)
+    The name is ``rocketkafka-kafka``: Spark keeps ``kafka`` for its JVM connector and refuses
+    a Python data source of that name (``DATA_SOURCE_ALREADY_EXISTS``) even when the connector
+    is not on the classpath, so the built-in short name cannot be taken over; use
+    :func:`rocketkafka.spark.read_messages` to get ``kafka`` where it loads and ours elsewhere.
+
+    Parameters:
+        concise_errors: set :data:`HIDE_TRACEBACK` in the session, so option errors raised in
+            Spark's Python workers show their one line instead of a worker traceback.
+    """
+    from rocketkafka.spark.kafka_source import SOURCE_NAME, KafkaDataSource
+
+    if spark not in _registered:
+        spark.dataSource.register(KafkaDataSource)
+        _registered.add(spark)
+    if concise_errors:
+        spark.conf.set(HIDE_TRACEBACK, "true")
+    return SOURCE_NAME
+
+
+def register_source(spark: SparkSession) -> None:
+    """Register the ``rocketkafka-kafka`` Python data source in ``spark``, its settings untouched (see :func:`register`)."""
+    register(spark, concise_errors=False)
 
 
 def spark_session(master: str | None = None, app_name: str = "rocketkafka", conf: Mapping[str, Any] | None = None,
-                  shuffle_partitions: int = 8, log_level: str = "WARN") -> SparkSession:
-    """Get or create a SparkSession for rocketkafka pipelines.
+                  shuffle_partitions: int = 8, log_level: str = "WARN", remote: str | None = None) -> SparkSession:
+    """Get or create a SparkSession for rocketkafka pipelines, the Kafka source registered.
 
     Parameters:
         master: Spark master URL; default ``$ROCKETKAFKA_SPARK_MASTER`` or ``local[2]``.
         app_name: the application name.
         conf: extra Spark settings (they win over the defaults here).
         shuffle_partitions: ``spark.sql.shuffle.partitions`` (Spark's 200 is slow for small local jobs).
-        log_level: Spark's log level.
+        log_level: Spark's log level (classic sessions).
+        remote: a Spark Connect URL (``sc://host:15002``, or ``local[N]`` for an in-process
+            server); default ``$ROCKETKAFKA_SPARK_REMOTE``; wins over ``master``.
     """
     prepare_python_env()
+    remote = remote or os.environ.get(REMOTE_ENV) or None
     settings: dict[str, Any] = {
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
-        "spark.python.worker.reuse": "true",
+        HIDE_TRACEBACK: "true",
         **(conf or {}),
     }
-    builder = SparkSession.builder.master(master or os.environ.get(MASTER_ENV) or "local[2]").appName(app_name)
-    for key, value in settings.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(log_level)
-    register_source(spark)
+    if remote:
+        spark = SparkSession.builder.remote(remote).appName(app_name).getOrCreate()
+        for key, value in settings.items():  # runtime settings; a Connect server has its own static ones
+            spark.conf.set(key, value)
+    else:
+        static = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+                  "spark.python.worker.reuse": "true", "spark.driver.host": "127.0.0.1",
+                  "spark.driver.bindAddress": "127.0.0.1"}
+        builder = SparkSession.builder.master(master or os.environ.get(MASTER_ENV) or "local[2]").appName(app_name)
+        for key, value in {**static, **settings}.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel(log_level)
+    register(spark, concise_errors=str(settings[HIDE_TRACEBACK]).lower() == "true")
     return spark

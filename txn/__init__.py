@@ -2,21 +2,22 @@
 
 RocketMQ's ``TransactionMQProducer`` (named as rocketmq-client-python's) on Kafka::
 
-    from txn import TransactionMQProducer, TransactionStatus
+    from rocketkafka.txn import TransactionMQProducer, TransactionStatus
 
 The checker runs as ``rocketkafka txn-checker`` (or :class:`TransactionChecker`).
 """
 
-from txn.checker import CheckerStats, TransactionChecker
-from txn.metrics import CheckerMetrics
-from txn.errors import TransactionError, TransactionListenerError, TransactionMessageError
-from txn.options import CheckerOptions, TransactionOptions
-from txn.producer import TransactionMQProducer, TransactionSendResult
-from txn.records import TransactionCheckMessage
-from txn.status import TransactionStatus
+from rocketkafka.txn.checker import TransactionChecker
+from rocketkafka.txn.stats import CheckerStats
+from rocketkafka.txn.metrics import CheckerMetrics
+from rocketkafka.txn.errors import TransactionError, TransactionListenerError, TransactionMessageError
+from rocketkafka.txn.options import CheckerOptions, TransactionOptions
+from rocketkafka.txn.producer import TransactionMQProducer, TransactionSendResult
+from rocketkafka.txn.records import TransactionCheckMessage
+from rocketkafka.txn.status import TransactionStatus
 
-__all__ = sorted([
+__all__ = [
     "CheckerMetrics", "CheckerOptions", "CheckerStats", "TransactionCheckMessage", "TransactionChecker", "TransactionError",
     "TransactionListenerError", "TransactionMQProducer", "TransactionMessageError", "TransactionOptions",
     "TransactionSendResult", "TransactionStatus",
-])
+]

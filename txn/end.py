@@ -7,7 +7,7 @@ half stays open and the checker checks it back. Nothing here raises to the calle
 each request's future says whether its writes landed.
 
 Both the producer's own end-transaction and the answers to check-backs come through
-here, and the end markers (:mod:`txn.markers`) make the second COMMIT of a transaction
+here, and the end markers (:mod:`rocketkafka.txn.markers`) make the second COMMIT of a transaction
 write only its op.
 
 With ``kafka_transactions`` the real messages and op records of a batch are written
@@ -28,12 +28,14 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka import Producer as _KafkaProducer
 
-from facade.errors import StateError
-from facade.names import TopicNames
-from facade.sender import Record, Sender
-from txn.markers import COMMITTED, EndMarkers
-from txn.records import HalfMessage
-from txn.status import TransactionStatus
+from rocketkafka.config import kafka_client
+from rocketkafka.errors import StateError
+from rocketkafka.names import TopicNames
+from rocketkafka.record import Record
+from rocketkafka.sender import Sender
+from rocketkafka.txn.markers import COMMITTED, EndMarkers
+from rocketkafka.txn.records import HalfMessage
+from rocketkafka.txn.status import TransactionStatus
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +114,7 @@ class TransactionEnder:
         self._closing = threading.Event()
         self._txn_kafka: _KafkaProducer | None = None
         if transactional_id is not None:
-            self._txn_kafka = _KafkaProducer(sender.settings.kafka_config(**{
+            self._txn_kafka = kafka_client(_KafkaProducer, sender.settings.kafka_config(**{
                 "transactional.id": transactional_id, "linger.ms": 5, "enable.idempotence": True}))
             self._txn_kafka.init_transactions(self.timeout)
         self._thread = threading.Thread(target=self._run, name="rk-txn-end", daemon=True)
@@ -182,11 +184,11 @@ class TransactionEnder:
         self.markers.mark(committed=[txn for txn in reals if txn not in failed],
                           rolled_back=[(r.half.producer_group, r.half.transaction_id) for r in rollbacks])
         ops = produce_all(self.sender, [r.half.op_record(self.topics, r.state) for r in closing], self.timeout)
-        for r, err in zip(closing, (d.error for d in ops)):
-            if err is not None:
+        for r, op_err in zip(closing, (d.error for d in ops)):
+            if op_err is not None:
                 log.warning("op record of transaction %s not written (%s); the checker will check it back",
-                            r.half.transaction_id, err, extra={"msg_id": r.half.msg_id, "transaction_id": r.half.transaction_id})
-            r.future.set_result(err is None)
+                            r.half.transaction_id, op_err, extra={"msg_id": r.half.msg_id, "transaction_id": r.half.transaction_id})
+            r.future.set_result(op_err is None)
         for r in commits:
             if not r.future.done():
                 r.future.set_result(False)
@@ -194,6 +196,7 @@ class TransactionEnder:
     def _end_atomically(self, commits: list[_Request], rollbacks: list[_Request],
                         reals: dict[tuple[str, str], HalfMessage]) -> None:
         kafka = self._txn_kafka
+        assert kafka is not None  # called only with a transactional producer
         closing = commits + rollbacks
         records = [h.real_record() for h in reals.values()] + [r.half.op_record(self.topics, r.state) for r in closing]
         try:

@@ -1,4 +1,4 @@
-"""Exceptions of the transaction package, under rocketkafka's root :class:`~facade.errors.RocketKafkaError`.
+"""Exceptions of the transaction package, under rocketkafka's root :class:`~rocketkafka.errors.RocketKafkaError`.
 
 The tree::
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from facade.errors import MessageError, RocketKafkaError
+from rocketkafka.errors import MessageError, RocketKafkaError
 
 
 class TransactionError(RocketKafkaError):
@@ -32,7 +32,7 @@ class TransactionListenerError(TransactionError, TypeError):
 
     Raised at construction when the listener has no callable ``check_local_transaction``,
     and at the call when ``execute_local_transaction`` returned something that is not a
-    :class:`~txn.status.TransactionStatus` (``None`` is fine: it means UNKNOWN). In the
+    :class:`~rocketkafka.txn.status.TransactionStatus` (``None`` is fine: it means UNKNOWN). In the
     second case the half message is stored and left open: no real message, no op record;
     the checker's check-back decides it.
 

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 
 import redis
 
-from facade.names import RedisKeys
+from rocketkafka.names import RedisKeys
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,7 @@ class EndMarkers:
                     values = node.mget(names[start:start + _CHUNK])
                     for txn, value in zip(wanted[start:start + _CHUNK], values):
                         if value is not None and found.get(txn) != COMMITTED:
+                            assert isinstance(value, bytes)  # no decode_responses: Redis answers bytes
                             found[txn] = value.decode()
             except redis.RedisError as exc:
                 self._failed(i, exc)

@@ -1,4 +1,4 @@
-"""Prometheus series of the transaction checker, read from :meth:`TransactionChecker.stats` at scrape time.
+"""Prometheus series of the transaction checker, read from its stats at scrape time.
 
 Series:
 
@@ -20,29 +20,33 @@ The checker's loop only bumps integers it kept anyway; everything else is comput
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from facade.metrics_endpoint import MetricsEndpoint
-
-if TYPE_CHECKING:
-    from txn.checker import TransactionChecker
+from rocketkafka.metrics_endpoint import MetricsEndpoint
+from rocketkafka.txn.stats import CheckerStats
 
 
 class CheckerMetrics(MetricsEndpoint):
-    """The collector of one checker, in its own :class:`~prometheus_client.CollectorRegistry` (:attr:`registry`)."""
+    """The collector of one checker, in its own :class:`~prometheus_client.CollectorRegistry` (:attr:`registry`).
 
-    def __init__(self, checker: TransactionChecker) -> None:
-        self.checker = checker
+    Parameters:
+        stats: the checker's counters and gauges now.
+        owned: the half partitions the checker holds now.
+        partitions: how many half partitions there are.
+    """
+
+    def __init__(self, stats: Callable[[], CheckerStats], owned: Callable[[], set[int]],
+                 partitions: Callable[[], int]) -> None:
+        self._stats, self._owned, self._partitions = stats, owned, partitions
         self.registry = CollectorRegistry()
         self.registry.register(self)
 
     def collect(self) -> Iterator[Metric]:
         """The Prometheus collector protocol."""
-        s = self.checker.stats()
+        s = self._stats()
         yield GaugeMetricFamily("rocketkafka_txn_halves_open", "halves fetched and not decided yet",
                                 value=s.buffered_halves)
         ended = CounterMetricFamily("rocketkafka_txn_halves_ended", "transactions ended, as op records show",
@@ -70,7 +74,7 @@ class CheckerMetrics(MetricsEndpoint):
                                 value=s.waiting_ops)
         owned = GaugeMetricFamily("rocketkafka_txn_lock_owned", "1 while this instance holds the half partition",
                                   labels=["partition"])
-        mine = self.checker.assignment()
-        for p in range(self.checker.half_partitions):
+        mine = self._owned()
+        for p in range(self._partitions()):
             owned.add_metric([str(p)], 1 if p in mine else 0)
         yield owned

@@ -1,8 +1,8 @@
 """Settings of the transaction producer and the checker, declared once with units and defaults.
 
 Every duration is in milliseconds. The checker's options are also read from
-``ROCKETKAFKA_TXN_*`` environment variables (``ROCKETKAFKA_TXN_CHECK_INTERVAL_MS=60000``),
-as the ``rocketkafka txn-checker`` service does.
+``ROCKETKAFKA_TXN_*`` environment variables (``ROCKETKAFKA_TXN_CHECK_INTERVAL_MS=60000``,
+:meth:`CheckerOptions.from_env`), as the ``rocketkafka txn-checker`` service does.
 
 >>> CheckerOptions(transaction_timeout_ms=1000, check_interval_ms=500, max_check_times=3).max_check_times
 3
@@ -10,13 +10,14 @@ as the ``rocketkafka txn-checker`` service does.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ordering.allocation import strategy_named
-from ordering.locks import LockSettings
-from ordering.membership import MembershipSettings
-from ordering.options import ConsumerOptions, default_instance_name
+from rocketkafka.errors import ConfigError
+from rocketkafka.ordering.options import ConsumerOptions, OwnershipOptions
+from rocketkafka.validation import validation_summary
 
 #: Partitions of the half topic and of the op topic (always equal: op partition p closes half partition p).
 HALF_PARTITIONS = 8
@@ -27,7 +28,7 @@ MAX_CHECK_PARTITIONS = 1
 
 
 class TransactionOptions(BaseModel):
-    """Settings of a :class:`~txn.producer.TransactionMQProducer`.
+    """Settings of a :class:`~rocketkafka.txn.producer.TransactionMQProducer`.
 
     Parameters:
         half_partitions: partitions of the half and op topics when this producer creates them.
@@ -62,8 +63,11 @@ class TransactionOptions(BaseModel):
     kafka_transactions: bool = False
 
 
-class CheckerOptions(BaseSettings):
+class CheckerOptions(OwnershipOptions):
     """Settings of the transaction checker (RocketMQ's ``TransactionalMessageCheckService``).
+
+    The ownership settings (instance name, allocation, membership and lock timings: how
+    checker instances split the half partitions) are the consumers' :class:`OwnershipOptions`.
 
     Parameters:
         transaction_timeout_ms: a half without an op is checked back once it is this old
@@ -78,16 +82,12 @@ class CheckerOptions(BaseSettings):
             (bounds memory when many halves are pending).
         step_halves: halves decided between two commits.
         closed_cache_size: transaction ids remembered as ended by an op of another copy.
-        end_marker_ttl_ms: only used to open the Redis end markers (read-only here).
         read_committed: read half/op topics with ``isolation.level=read_committed`` (needed
             with producers' ``kafka_transactions``).
-        instance_name, allocation, heartbeat/member/rebalance and lock timings: how checker
-            instances split the half partitions (the consumers' membership, allocation and
-            Redis lock table).
         fetch_wait_ms: the checker consumer's ``fetch.wait.max.ms``.
-    """
 
-    model_config = SettingsConfigDict(env_prefix="ROCKETKAFKA_TXN_", extra="forbid", frozen=True)
+    ``CheckerOptions.from_env(**overrides)`` reads ``ROCKETKAFKA_TXN_*`` variables as well.
+    """
 
     transaction_timeout_ms: int = Field(6_000, ge=0)
     check_interval_ms: int = Field(60_000, gt=0)
@@ -100,25 +100,28 @@ class CheckerOptions(BaseSettings):
     read_committed: bool = False
     fetch_wait_ms: int = Field(100, ge=0, le=60_000)
 
-    instance_name: str = Field(default_factory=default_instance_name)
-    allocation: str = "averagely"
-    heartbeat_interval_ms: int = Field(1_000, gt=0)
-    member_timeout_ms: int = Field(10_000, gt=0)
-    rebalance_interval_ms: int = Field(20_000, gt=0)
-    lock_lease_ms: int = Field(60_000, gt=0)
-    lock_renew_interval_ms: int = Field(20_000, gt=0)
-    lock_client_expiry_ms: int = Field(30_000, gt=0)
+    @classmethod
+    def from_env(cls, **overrides: Any) -> CheckerOptions:
+        """Options from ``ROCKETKAFKA_TXN_*`` variables, ``overrides`` winning (``None`` values ignored).
 
-    def lock_settings(self) -> LockSettings:
-        return LockSettings(lease_ms=self.lock_lease_ms, renew_interval_ms=self.lock_renew_interval_ms,
-                            client_expiry_ms=self.lock_client_expiry_ms)
+        Raises:
+            ConfigError: a value is invalid (the message names it).
+        """
+        try:
+            from_env = _CheckerEnvironment(**{k: v for k, v in overrides.items() if v is not None})
+        except ValidationError as exc:
+            raise ConfigError(validation_summary(exc, "bad checker options")) from None
+        return cls(**from_env.model_dump())
 
-    def membership_settings(self) -> MembershipSettings:
-        return MembershipSettings(self.heartbeat_interval_ms, self.member_timeout_ms)
+    def ownership(self) -> OwnershipOptions:
+        """The ownership part, flow control sized by ``max_buffered_halves`` (fetching of a half partition
+        pauses above it; op partitions never pause, a scan reads them up to its probe)."""
+        fields = {name: getattr(self, name) for name in OwnershipOptions.model_fields}
+        return OwnershipOptions(**{**fields, "pull_threshold_per_partition": self.max_buffered_halves,
+                                   "pull_threshold_total": self.max_buffered_halves * 1000})
 
-    @model_validator(mode="after")
-    def _check(self) -> CheckerOptions:
-        self.lock_settings()  # ConfigError names the broken rule
-        self.membership_settings()
-        strategy_named(self.allocation)
-        return self
+
+class _CheckerEnvironment(BaseSettings, CheckerOptions):
+    """:class:`CheckerOptions` read from ``ROCKETKAFKA_TXN_*`` variables."""
+
+    model_config = SettingsConfigDict(env_prefix="ROCKETKAFKA_TXN_", extra="forbid", frozen=True)

@@ -20,23 +20,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from facade.config import Settings
-from facade.errors import MessageError, StateError
-from facade.logs import message_fields
-from facade.message import ConsumeStatus, Message, MessageExt, SendResult
-from facade.names import Header
-from facade.sender import Sender
-from ordering.options import default_instance_name
-from ordering.push_consumer import PushConsumer
-from txn.end import TransactionEnder
-from txn.errors import TransactionListenerError, TransactionMessageError
-from txn.markers import EndMarkers
-from txn.options import TransactionOptions
-from txn.records import HalfMessage, TransactionCheckMessage, half_record, provision
-from txn.status import TransactionStatus, as_status
+from rocketkafka.config import Settings
+from rocketkafka.errors import MessageError, StateError
+from rocketkafka.logs import message_fields
+from rocketkafka.message import ConsumeStatus, Message, MessageExt, SendResult
+from rocketkafka.names import Header, check_group_name
+from rocketkafka.producer import Producer
+from rocketkafka.sender import Sender
+from rocketkafka.ordering.options import default_instance_name
+from rocketkafka.ordering.push_consumer import PushConsumer
+from rocketkafka.txn.end import TransactionEnder
+from rocketkafka.txn.errors import TransactionListenerError, TransactionMessageError
+from rocketkafka.txn.markers import EndMarkers
+from rocketkafka.txn.options import TransactionOptions
+from rocketkafka.txn.records import HalfMessage, TransactionCheckMessage, half_record, provision
+from rocketkafka.txn.status import TransactionStatus, as_status
 
 log = logging.getLogger(__name__)
 
@@ -44,26 +44,39 @@ LocalExecute = Callable[[Message, Any], "TransactionStatus | None"]
 CheckCallback = Callable[[TransactionCheckMessage], "TransactionStatus | None"]
 
 
-@dataclass(frozen=True)
 class TransactionSendResult(SendResult):
     """A transactional send: ``msg_id``, ``topic``, ``queue_id`` and ``offset`` locate the half message.
 
-    ``transaction_id`` equals ``msg_id``: the real message, once committed, carries the same id.
-    ``local_state`` is what the local transaction decided (UNKNOWN: the checker will ask).
+    Unpacks as upstream's ``SendResult(status, msg_id, offset)``. ``transaction_id`` equals
+    ``msg_id``: the real message, once committed, carries the same id. ``local_state`` is what
+    the local transaction decided (UNKNOWN: the checker will ask).
     """
 
-    transaction_id: str = ""
-    local_state: TransactionStatus = TransactionStatus.UNKNOWN
+    transaction_id: str
+    local_state: TransactionStatus
+
+    def __new__(cls, status: Any, msg_id: str, offset: int, topic: str = "", queue_id: int = -1, *,
+                transaction_id: str = "", local_state: TransactionStatus = TransactionStatus.UNKNOWN
+                ) -> TransactionSendResult:
+        self = cast(TransactionSendResult, super().__new__(cls, status, msg_id, offset, topic, queue_id))
+        self.transaction_id, self.local_state = transaction_id, local_state
+        return self
 
 
-class TransactionMQProducer:
-    """Send messages whose delivery follows a local transaction.
+class TransactionMQProducer(Producer):
+    """Send messages whose delivery follows a local transaction; a :class:`~rocketkafka.Producer` too.
+
+    As rocketmq-client-python's, it is a producer: ``send_sync``, ``send_async``,
+    ``send_oneway``, ``send_orderly`` and the ``set_*`` setters work once started.
 
     Parameters:
         group_id: producer group; check-backs go to the live producers of this group.
         check_callback: ``check_local_transaction(msg) -> TransactionStatus``, or a listener object
             with ``check_local_transaction(msg)`` and ``execute_local_transaction(msg, arg)``.
-        config: confluent-kafka settings (``bootstrap.servers`` and producer settings).
+        config: confluent-kafka settings (``bootstrap.servers`` and producer settings). Upstream's
+            third positional argument is ``user_args``, which its check callback never sees:
+            anything but a dict there is ignored.
+        timeout, compress_level, max_message_size: as :class:`~rocketkafka.Producer` (upstream's names).
         redis_urls: the Redis nodes (the check-request consumer's lock table, end markers).
         settings: ready :class:`Settings` instead of ``config``/``redis_urls``.
         options: :class:`TransactionOptions`; keyword ``overrides`` replace single fields.
@@ -74,15 +87,14 @@ class TransactionMQProducer:
     ...     result = p.send_message_in_transaction(Message("orders", b"{...}"), pay, order)
     """
 
-    def __init__(self, group_id: str, check_callback: CheckCallback | Any, config: dict[str, Any] | None = None, *,
-                 redis_urls: list[str] | None = None, settings: Settings | None = None,
+    def __init__(self, group_id: str, check_callback: CheckCallback | Any, config: dict[str, Any] | Any = None,
+                 timeout: int | None = None, compress_level: int | None = None, max_message_size: int | None = None,
+                 *, redis_urls: list[str] | None = None, settings: Settings | None = None,
                  options: TransactionOptions | None = None, **overrides: Any) -> None:
-        if not group_id or not isinstance(group_id, str):
-            raise StateError("group_id must be a non-empty string")
-        self.group_id = group_id
+        check_group_name(group_id, "producer group")
         self._check, self._execute = _listener(check_callback)
-        self.settings = settings or Settings.load(config, redis_urls)
-        self._producer_config = {k: v for k, v in (config or {}).items() if k != "bootstrap.servers"}
+        super().__init__(group_id, config if isinstance(config, dict) else None, timeout, compress_level,
+                         max_message_size, redis_urls=redis_urls, settings=settings)
         base = options or TransactionOptions()
         options = TransactionOptions.model_validate({**base.model_dump(exclude_unset=True), **overrides}) if overrides else base
         if "instance_name" not in options.check.model_fields_set:  # one member per producer, even with shared options
@@ -99,7 +111,7 @@ class TransactionMQProducer:
         o, topics = self.options, self.settings.topics
         opened: list[Callable[[], Any]] = []
         try:
-            self._sender = Sender(self.settings, self._producer_config, self.group_id)
+            self._sender = Sender(self.settings, self._producer_config, self.group_id, send_timeout=self.send_timeout)
             opened.append(self._sender.close)
             provision(self._sender.admin, topics, o.half_partitions, o.check_partitions, self.group_id)
             self._markers = EndMarkers(self.settings.require_redis(), self.settings.keys, o.end_marker_ttl_ms)
@@ -128,7 +140,8 @@ class TransactionMQProducer:
         self._state = "closing"
         self._checks.shutdown()
         self._ender.close()
-        self._sender.close()
+        if self._sender is not None:
+            self._sender.close()
         self._markers.close()
         self._state = "closed"
 
@@ -170,10 +183,12 @@ class TransactionMQProducer:
         if msg.delay_time_level or msg.deliver_at is not None or msg.delay is not None:
             raise TransactionMessageError(f"transactional messages cannot be delayed ({msg!r} has a delay); "
                                           "send the message without delay_time_level, deliver_at or delay")
-        prepared = self._sender.prepare(msg)
-        record = half_record(prepared, self.settings.topics, self.group_id, self._sender.partitions(msg.topic))
-        self._sender.check_size(record)
-        sent = self._sender.send_sync(record, self.options.send_timeout_ms / 1000)
+        sender = self._sender
+        assert sender is not None  # running: start() made it
+        prepared = sender.prepare(msg)
+        record = half_record(prepared, self.settings.topics, self.group_id, sender.partitions(msg.topic))
+        sender.check_size(record)
+        sent = sender.send_sync(record, self.options.send_timeout_ms / 1000)
         half = HalfMessage.from_sent(record, sent.queue_id, sent.offset, _born(record))
         txid = half.transaction_id
         try:
@@ -184,7 +199,7 @@ class TransactionMQProducer:
             returned = None
         state = as_status(returned, txid, "execute_local_transaction")  # raises after the half is stored
         self._end(half, state)
-        return TransactionSendResult(sent.status, sent.msg_id, sent.topic, sent.queue_id, sent.offset,
+        return TransactionSendResult(sent.status, sent.msg_id, sent.offset, sent.topic, sent.queue_id,
                                      transaction_id=txid, local_state=state)
 
     def _end(self, half: HalfMessage, state: TransactionStatus) -> Any:

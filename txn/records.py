@@ -19,21 +19,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from facade.admin import TopicAdmin
-from facade.avro import AvroSerde
-from facade.codec import MalformedRecordError
-from facade.errors import ConfigError, MessageError
-from facade.message import MessageExt
-from facade.names import HEADER_PREFIX, Header, TopicNames
-from facade.sender import Record
-from txn.status import TransactionStatus
+from rocketkafka.admin import TopicAdmin
+from rocketkafka.avro import AvroSerde
+from rocketkafka.errors import MalformedRecordError
+from rocketkafka.errors import ConfigError, MessageError
+from rocketkafka.message import MessageExt
+from rocketkafka.names import HEADER_PREFIX, Header, TopicNames
+from rocketkafka.record import Record
+from rocketkafka.txn.status import TransactionStatus
 
 #: Headers that describe a record's transactional plumbing, never copied onto the real message.
 _PLUMBING = frozenset({Header.TRANSACTION, Header.REAL_TOPIC, Header.REAL_QUEUE_ID, Header.CHECK_TIMES,
                        Header.HALF_OFFSET, Header.HALF_PARTITION, Header.TRANSACTION_STATE})
 #: Op record states (``TRANSACTION_STATE`` header).
 OP_COMMIT, OP_ROLLBACK, OP_PROBE = "COMMIT", "ROLLBACK", "PROBE"
-#: The body of an op record (internal records are Avro: facade.avro).
+#: The body of an op record (internal records are Avro: rocketkafka.avro).
 OP_BODY = AvroSerde({
     "type": "record", "name": "TransactionOp", "namespace": "rocketkafka.txn",
     "fields": [{"name": "transaction_id", "type": "string"}, {"name": "half_partition", "type": "int"},

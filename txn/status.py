@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from txn.errors import TransactionListenerError
+from rocketkafka.txn.errors import TransactionListenerError
 
 
 class TransactionStatus(enum.IntEnum):

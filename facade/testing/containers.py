@@ -45,9 +45,10 @@ from testcontainers.core.container import DockerContainer
 from testcontainers.core.docker_client import DockerClient as TcDockerClient
 from testcontainers.core.docker_client import get_docker_host
 
-from facade.devstack import free_port
-from facade.errors import StackError
-from facade.testing.backends import Backend
+from rocketkafka.testing.capabilities import Capability
+from rocketkafka.testing.devstack import free_port
+from rocketkafka.errors import StackError
+from rocketkafka.testing.backends import Backend
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,19 @@ def engine_client(timeout: float = 5.0) -> docker.DockerClient:
 def engine_description() -> str:
     """Where the engine is looked for, for messages."""
     return get_docker_host() or os.environ.get("DOCKER_HOST") or "the default Docker socket"
+
+
+def require_engine() -> None:
+    """In a pytest session: fail (``CI=true``) or skip (elsewhere) with the reason when no container engine answers."""
+    import pytest
+
+    if engine_available():
+        return
+    reason = (f"no Docker-compatible engine answers at {engine_description()}: start Docker, or podman's "
+              "API service (DESIGN §4), and set DOCKER_HOST")
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI=true but {reason}", pytrace=False)
+    pytest.skip(reason)
 
 
 def engine_available(timeout: float = 3.0) -> bool:
@@ -212,7 +226,8 @@ def _wait(ready: Callable[[], bool], timeout: float, what: str, container: Docke
 
 def broker_answers(bootstrap_servers: str) -> bool:
     """True when the broker returns metadata (``list_topics`` with no topic: never auto-creates)."""
-    config = {"bootstrap.servers": bootstrap_servers, "socket.connection.setup.timeout.ms": 1000}
+    config: dict[str, str | int | float | bool] = {"bootstrap.servers": bootstrap_servers,
+                                                   "socket.connection.setup.timeout.ms": 1000}
     admin = AdminClient(config, logger=log.getChild("probe"))  # librdkafka chatter off stderr
     try:
         return bool(admin.list_topics(timeout=1).brokers)
@@ -242,6 +257,7 @@ class ContainersBackend(Backend):
     """
 
     name = "testcontainers"
+    faults = frozenset({Capability.STOP_REDIS})  # container pause needs cgroup freezing, which podman here lacks
 
     def __init__(
         self, redis_nodes: int = 3, images: ContainerImages | None = None, start_timeout: float = 90.0

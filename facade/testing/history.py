@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from rocketkafka.testing.clock import true_time  # the real clock, even in a process whose clock a test jumps
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class HandlerCall:
     offset: int
     msg_id: str
     key: str | None
-    enter: float  # time.time() seconds
+    enter: float  # wall-clock seconds (the true clock: see rocketkafka.testing.clock)
     exit: float
 
 
@@ -94,12 +95,12 @@ class _Recording:
         self.history, self.consumer, self.msg, self.key = history, consumer, msg, key
 
     def __enter__(self) -> None:
-        self.enter = time.time()
+        self.enter = true_time()
 
     def __exit__(self, *exc: object) -> None:
         m = self.msg
         self.history.record(HandlerCall(self.consumer, m.topic, m.queue_id, m.queue_offset, m.id, self.key,
-                                        self.enter, time.time()))
+                                        self.enter, true_time()))
 
 
 def check(calls: list[HandlerCall], expected_ids: Iterable[str], order_by: str | None = "partition",

@@ -1,11 +1,23 @@
-"""pytest fixtures for rocketkafka, registered as the ``pytest11`` plugin ``rocketkafka``.
+"""pytest fixtures for rocketkafka (opt in: ``pytest -p rocketkafka.testing.plugin``).
+
+Options:
+    --rk-backend  embedded | external | testcontainers (default: ``ROCKETKAFKA_TEST_BACKEND``,
+                  else external when ``ROCKETKAFKA_BOOTSTRAP_SERVERS`` is set, else embedded)
 
 Fixtures:
-    rk_backend   the session's broker + Redis nodes (see :mod:`facade.testing.backends`)
-    rk_settings  client :class:`~facade.config.Settings` for that backend
+    rk_backend   the session's broker + Redis nodes (see :mod:`rocketkafka.testing.backends`),
+                 started on first use
+    rk_settings  client :class:`~rocketkafka.config.Settings` for that backend, with a
+                 per-test topic and Redis key prefix
     rk_topic     factory: ``rk_topic(partitions=8)`` creates a fresh topic, returns its name
     rk_group     a fresh consumer group id
-    rk_redis     Redis clients, one per node (flushed of this test's keys by unique prefixes)
+    rk_redis     Redis clients, one per node
+
+Marker:
+    rk_needs(*capabilities)  the test needs these backend capabilities (``stop-redis``,
+                 ``pause-redis``, ``pause-broker``, ``add-partitions``; see
+                 :mod:`rocketkafka.testing.capabilities`): it is skipped, with the reason,
+                 on a backend that lacks one
 """
 
 from __future__ import annotations
@@ -16,14 +28,44 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
-from facade.admin import TopicAdmin
-from facade.config import Settings
-from facade.testing.backends import Backend, select_backend
+from rocketkafka.admin import TopicAdmin
+from rocketkafka.config import Settings
+from rocketkafka.testing.backends import Backend
+from rocketkafka.testing.capabilities import parse_capability
+from rocketkafka.testing.selection import BACKENDS, select_backend
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("rocketkafka")
+    group.addoption("--rk-backend", choices=BACKENDS, default=None,
+                    help="where the broker and Redis come from [ROCKETKAFKA_TEST_BACKEND, else embedded]")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "rk_needs(*capabilities): backend capabilities the test needs "
+                                       "(stop-redis, pause-redis, pause-broker, add-partitions); skipped where missing")
+
+
+@pytest.fixture(autouse=True)
+def _rk_needs(request: pytest.FixtureRequest) -> None:
+    """Skip a test marked ``rk_needs(...)`` where the session's backend lacks a capability, saying which."""
+    wanted = [parse_capability(name) for marker in request.node.iter_markers("rk_needs") for name in marker.args]
+    if not wanted:
+        return
+    backend: Backend = request.getfixturevalue("rk_backend")
+    for capability in wanted:
+        reason = backend.missing(capability)
+        if reason is not None:
+            pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
-def rk_backend() -> Iterator[Backend]:
-    backend = select_backend()
+def rk_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    backend = select_backend(request.config.getoption("rk_backend"))
+    if backend.name == "testcontainers":
+        from rocketkafka.testing.containers import require_engine  # loaded with that backend only
+
+        require_engine()  # no engine: a skip with the reason (a failure under CI=true), not a docker traceback
     backend.start()
     try:
         yield backend

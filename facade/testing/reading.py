@@ -6,7 +6,7 @@ import time
 import uuid
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 
@@ -21,13 +21,15 @@ def read_all(bootstrap_servers: str, topic: str, timeout: float = 10.0) -> list[
     consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": f"oracle-{uuid.uuid4().hex}",
                          "enable.auto.commit": False, "enable.partition.eof": True})
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-    records, at_eof = [], set()
+    records: list[Message] = []
+    at_eof: set[int | None] = set()
     deadline = time.monotonic() + timeout
     try:
         while len(at_eof) < len(partitions) and time.monotonic() < deadline:
             for record in consumer.consume(1000, 0.2):
-                if record.error():
-                    if record.error().code() == KafkaError._PARTITION_EOF:
+                err = record.error()
+                if err:
+                    if err.code() == KafkaError._PARTITION_EOF:
                         at_eof.add(record.partition())
                     continue
                 at_eof.discard(record.partition())

@@ -8,7 +8,6 @@ saying why. They start their own :class:`ContainersBackend`, whatever the sessio
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 
@@ -18,25 +17,12 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from docker import DockerClient
 
-from facade.testing.containers import ContainersBackend, engine_available, engine_client, engine_description
+from rocketkafka.testing.containers import ContainersBackend, engine_client, require_engine
 
 pytestmark = [pytest.mark.containers, pytest.mark.integration]
 
 PARTITIONS = 3
 MESSAGES = 30
-
-
-def require_engine() -> None:
-    """Fail (CI) or skip (elsewhere) with a clear reason when no container engine answers."""
-    if engine_available():
-        return
-    reason = (
-        f"no Docker-compatible engine answers at {engine_description()}: start Docker, or podman's "
-        "API service (DESIGN §4), and set DOCKER_HOST"
-    )
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"CI=true but {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")

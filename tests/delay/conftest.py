@@ -12,20 +12,22 @@ from typing import Any
 
 import pytest
 
-from delay.cli import forwarder_environment
-from delay.config import DelayConfig, configure
-from delay.forwarder import DelayForwarder
-from delay.routing import DELAY_HEADERS
-from facade.names import Header
-from facade.testing.reading import read_all
-from facade.testing.waiting import wait_for
+from rocketkafka.tools.forwarder_cli import forwarder_environment
+from rocketkafka.schedule.levels import DelayConfig
+from rocketkafka.delay.forwarder import DelayForwarder
+from rocketkafka.delay.forwarding import PROVENANCE_HEADERS
+from rocketkafka.schedule.routing import DELAY_HEADERS
+from rocketkafka.names import Header
+from rocketkafka.testing.reading import read_all
+from rocketkafka.testing.waiting import wait_for
 from tests.delay.receiving import Arrival, Receiver
 
 #: Test levels, scaled down from RocketMQ's 1s..2h.
 SCALED_LEVELS = "100ms 200ms 500ms 1s 2s"
 #: Lock and membership timings short enough for crash tests (ConsumerOptions fields, ms).
 FAST = dict(heartbeat_interval_ms=200, member_timeout_ms=2000, lock_lease_ms=3000, lock_renew_interval_ms=1000,
-            lock_client_expiry_ms=2000, rebalance_interval_ms=2000, commit_interval_ms=200)
+            lock_client_expiry_ms=2000, rebalance_interval_ms=2000, commit_interval_ms=200,
+            consume_from_where="CONSUME_FROM_FIRST_OFFSET")  # the tests send first, then consume
 #: The issue's lateness bound.
 P99_BOUND_MS = 50
 REPO = Path(__file__).resolve().parents[2]
@@ -41,25 +43,29 @@ def percentile(values: list[float], p: float) -> float:
 
 
 @pytest.fixture
-def delay_config() -> DelayConfig:
-    """Scaled levels, installed process-wide for the test's producers (as ``messageDelayLevel`` is broker-wide)."""
-    config = DelayConfig(levels=SCALED_LEVELS, partitions=2)
-    configure(config)
-    yield config
-    configure(None)
+def rk_settings(rk_settings):
+    """The session's settings with scaled delay levels, for producers and forwarders alike (as RocketMQ's
+    ``messageDelayLevel`` is broker-wide)."""
+    return rk_settings.model_copy(update={"delay": DelayConfig(levels=SCALED_LEVELS, partitions=2)})
 
 
 @pytest.fixture
-def forwarder(rk_settings, delay_config):
+def delay_config(rk_settings) -> DelayConfig:
+    return rk_settings.delay
+
+
+@pytest.fixture
+def forwarder(rk_settings):
     """``forwarder(**kw) -> DelayForwarder`` started in this process; all are closed at the end."""
     started: list[DelayForwarder] = []
 
     def start(**kw: Any) -> DelayForwarder:
-        fwd = DelayForwarder(rk_settings, kw.pop("config", delay_config),
-                             consumer_options={**FAST, **kw.pop("consumer_options", {})}, **kw)
+        config = kw.pop("config", None)
+        settings = rk_settings.model_copy(update={"delay": config}) if config is not None else rk_settings
+        fwd = DelayForwarder(settings, consumer_options={**FAST, **kw.pop("consumer_options", {})}, **kw)
         started.append(fwd.start())
         partitions = len(fwd.tiers.topics()) * fwd.config.partitions
-        assert wait_until(lambda: len(fwd.consumer.assignment()) == partitions, 30), "forwarder never took its partitions"
+        assert wait_until(lambda: len(fwd.assignment()) == partitions, 30), "forwarder never took its partitions"
         return fwd
 
     yield start
@@ -70,12 +76,12 @@ def forwarder(rk_settings, delay_config):
 class ForwarderProcess:
     """``rocketkafka delay-forwarder`` in a subprocess, configured through the environment only."""
 
-    def __init__(self, settings, config: DelayConfig, name: str, log_dir: Path) -> None:
-        env = forwarder_environment(settings, config, FAST)
+    def __init__(self, settings, name: str, log_dir: Path) -> None:
+        env = forwarder_environment(settings, FAST)
         self.name = name
         self.log_path = log_dir / f"{name}.log"
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "facade.cli", "-v", "delay-forwarder"], cwd=REPO, env=env,
+        self.proc = subprocess.Popen([sys.executable, "-m", "rocketkafka.tools.cli", "-v", "delay-forwarder"], cwd=REPO, env=env,
                                      stdout=self._log, stderr=subprocess.STDOUT)
 
     def kill(self) -> None:
@@ -100,12 +106,12 @@ class ForwarderProcess:
 
 
 @pytest.fixture
-def forwarder_process(rk_settings, delay_config, tmp_path):
+def forwarder_process(rk_settings, tmp_path):
     """``forwarder_process(name) -> ForwarderProcess``; any still running are killed at the end."""
     procs: list[ForwarderProcess] = []
 
     def spawn(name: str = "fwd") -> ForwarderProcess:
-        proc = ForwarderProcess(rk_settings, delay_config, f"{name}-{len(procs)}", tmp_path)
+        proc = ForwarderProcess(rk_settings, f"{name}-{len(procs)}", tmp_path)
         procs.append(proc)
         return proc
 
@@ -131,7 +137,7 @@ def receiver(rk_settings):
 
 def delay_records(settings, config: DelayConfig) -> dict[str, Any]:
     """Every record on the level and step topics, first copy per message id (the one the producer wrote)."""
-    from delay.tiers import Tiers
+    from rocketkafka.schedule.tiers import Tiers
 
     first: dict[str, tuple[int, Any]] = {}
     for topic in Tiers(settings.topics, config).topics():
@@ -149,8 +155,9 @@ def due_of(record: Any) -> int:
     return int(dict(record.headers())[Header.DELIVER_AT])
 
 
-def without_delay_headers(headers: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
-    return [(k, v) for k, v in headers if k not in DELAY_HEADERS]
+def delivered_headers(headers: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+    """What a delayed record carries once delivered: its headers without the routing ones, in order."""
+    return [(k, v) for k, v in headers if k not in DELAY_HEADERS or k in PROVENANCE_HEADERS]
 
 
 @dataclass

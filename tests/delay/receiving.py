@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from facade.names import Header
+from rocketkafka.names import Header
 
 #: How often the child hands its arrivals to the parent (s); timestamps are taken at receipt, not here.
 HAND_OVER_S = 0.05
@@ -126,7 +126,7 @@ class Receiver:
         return Counter(a.msg_id for a in self.arrivals)
 
     def wait_for(self, ids: set[str], timeout: float) -> bool:
-        from facade.testing.waiting import wait_for
+        from rocketkafka.testing.waiting import wait_for
 
         return wait_for(lambda: ids <= set(self.ids()), timeout, 0.05)
 

@@ -11,12 +11,12 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from confluent_kafka import Producer as RawProducer
 
-from delay.tiers import Tiers
-from facade import ConsumeStatus, DelayError, Message, MessageError, Producer, PushConsumer
-from facade.admin import TopicAdmin
-from facade.kafka import Producer as KafkaProducer
-from facade.names import Header
-from facade.testing.reading import read_all
+from rocketkafka.schedule.tiers import Tiers
+from rocketkafka import ConsumeStatus, DelayError, Message, MessageError, Producer, PushConsumer
+from rocketkafka.admin import TopicAdmin
+from rocketkafka.kafka import Producer as KafkaProducer
+from rocketkafka.names import Header
+from rocketkafka.testing.reading import read_all
 from tests.delay.conftest import FAST, wait_until
 
 pytestmark = pytest.mark.integration
@@ -40,7 +40,8 @@ BAD = [
 def test_bad_delays_raise_at_send_and_write_nothing(rk_settings, rk_topic, delay_config):
     topic = rk_topic(partitions=2)
     drop_in = KafkaProducer({"bootstrap.servers": rk_settings.bootstrap_servers,
-                             "rocketkafka.topic.prefix": rk_settings.topic_prefix})
+                             "rocketkafka.topic.prefix": rk_settings.topic_prefix,
+                             "rocketkafka.delay.levels": rk_settings.delay.describe()})
     with Producer("bad", settings=rk_settings) as producer:
         for kwargs, message in BAD:
             for send in (producer.send_sync, lambda m: producer.send_async(m, lambda r: None), producer.send_oneway):
@@ -82,7 +83,8 @@ def test_drop_in_delayed_produce_keeps_the_given_partition(rk_settings, rk_topic
     forwarder()
     seen = receiver({topic: 4})
     drop_in = KafkaProducer({"bootstrap.servers": rk_settings.bootstrap_servers,
-                             "rocketkafka.topic.prefix": rk_settings.topic_prefix})
+                             "rocketkafka.topic.prefix": rk_settings.topic_prefix,
+                             "rocketkafka.delay.levels": rk_settings.delay.describe()})
     for partition in range(4):
         for i in range(5):
             drop_in.produce(topic, f"{partition}-{i}".encode(), key=b"same-key", partition=partition, delay=0.2)

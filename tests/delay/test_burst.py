@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from facade import Message, Producer
+from rocketkafka import Message, Producer
 from tests.delay.conftest import wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timing]
 
 #: Burst size (the issue's 50k); ROCKETKAFKA_TEST_BURST scales it to a machine's time budget.
 BURST = int(os.environ.get("ROCKETKAFKA_TEST_BURST", "50000"))

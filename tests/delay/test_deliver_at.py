@@ -8,13 +8,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from delay.config import DelayConfig
-from delay.config import configure
-from delay.routing import now_ms
-from delay.tiers import DELIVER, Hop, Tiers, Wait
-from facade import Message, Producer
-from facade.names import Header
-from facade.testing.reading import read_all
+from rocketkafka.schedule.levels import DelayConfig
+from rocketkafka.schedule.routing import now_ms
+from rocketkafka.schedule.tiers import DELIVER, Hop, Tiers, Wait
+from rocketkafka import Message, Producer
+from rocketkafka.names import Header
+from rocketkafka.testing.reading import read_all
 from tests.delay.conftest import P99_BOUND_MS, delay_records, due_of, lateness
 
 pytestmark = pytest.mark.integration
@@ -22,6 +21,7 @@ pytestmark = pytest.mark.integration
 DELAYS_S = (0.35, 1.7, 7.3)
 
 
+@pytest.mark.timing
 def test_arbitrary_delays_end_exactly_on_time(rk_settings, rk_topic, delay_config, forwarder_process, receiver):
     topic = rk_topic(partitions=4)
     forwarder_process("arbitrary")  # runs until the fixture stops it
@@ -67,14 +67,10 @@ def test_thirty_days_is_accepted_and_routed_through_the_longest_level(rk_setting
     """Default levels (1s .. 2h): the message waits on level 18; the plan from there is 2h hops, then shorter ones."""
     topic = rk_topic(partitions=2)
     config = DelayConfig()  # RocketMQ's default levels, max delay 90 days
-    configure(config)
-    try:
-        with Producer("delay-30d", settings=rk_settings) as producer:
-            msg = Message(topic, body=b"see you next month", keys=["k"], delay=timedelta(days=30))
-            before = now_ms()
-            result = producer.send_sync(msg)
-    finally:
-        configure(None)
+    with Producer("delay-30d", settings=rk_settings.model_copy(update={"delay": config})) as producer:
+        msg = Message(topic, body=b"see you next month", keys=["k"], delay=timedelta(days=30))
+        before = now_ms()
+        result = producer.send_sync(msg)
     tiers = Tiers(rk_settings.topics, config)
     assert result.topic == tiers.level(18).topic == rk_settings.topics.delay_level(18)
     [record] = read_all(rk_settings.bootstrap_servers, result.topic)

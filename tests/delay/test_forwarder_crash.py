@@ -14,8 +14,8 @@ from collections import Counter
 
 import pytest
 
-from facade import Message, Producer, PushConsumer
-from ordering.idempotent import IdempotentConsumer
+from rocketkafka import Message, Producer, PushConsumer
+from rocketkafka.ordering.idempotent import IdempotentConsumer
 from tests.delay.conftest import FAST, delay_records, due_of, lateness, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

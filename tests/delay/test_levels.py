@@ -9,16 +9,16 @@ from collections import defaultdict
 
 import pytest
 
-from facade import Message, Producer, hash_selector
-from facade.kafka import Producer as KafkaProducer
-from facade.names import Header
+from rocketkafka import Message, Producer, hash_selector
+from rocketkafka.kafka import Producer as KafkaProducer
+from rocketkafka.names import Header
 from tests.delay.conftest import (
     P99_BOUND_MS,
     delay_records,
     due_of,
     lateness,
     wait_until,
-    without_delay_headers,
+    delivered_headers,
 )
 
 pytestmark = pytest.mark.integration
@@ -31,6 +31,7 @@ def _warm_up(producer, topic, receiver) -> None:
     assert receiver.wait_for({probe.id}, timeout=30), "forwarder never delivered the warm-up message"
 
 
+@pytest.mark.timing
 def test_every_level_is_delivered_on_time_to_its_partition_intact(rk_settings, rk_topic, delay_config,
                                                                   forwarder_process, receiver):
     topic = rk_topic(partitions=4)
@@ -82,12 +83,14 @@ def test_every_level_is_delivered_on_time_to_its_partition_intact(rk_settings, r
         original = originals[a.msg_id]
         assert (record.topic(), record.partition()) == (topic, partition)
         assert record.value() == msg.body and record.key() == original.key() == msg.keys.split()[0].encode()
-        assert record.headers() == without_delay_headers(original.headers())
+        assert record.headers() == delivered_headers(original.headers())
         headers = dict(record.headers())
         assert headers["seq"] == msg.properties["seq"].encode() and headers[Header.TAGS] == msg.tags.encode()
         assert headers[Header.KEYS] == msg.keys.encode() and headers[Header.MSG_ID] == a.msg_id.encode()
-        assert not {Header.DELAY_LEVEL, Header.DELIVER_AT, Header.REAL_TOPIC, Header.REAL_QUEUE_ID,
-                    Header.ORIGIN_TIMESTAMP} & headers.keys()
+        # the routing headers go; the provenance stays: when it was due, and at which level
+        assert not {Header.REAL_TOPIC, Header.REAL_QUEUE_ID, Header.ORIGIN_TIMESTAMP} & headers.keys()
+        assert headers[Header.DELIVER_AT] == dict(original.headers())[Header.DELIVER_AT]
+        assert headers[Header.DELAY_LEVEL] == str(msg.delay_time_level).encode()
 
 
 def test_same_key_same_delay_arrives_in_send_order(rk_settings, rk_topic, delay_config, forwarder, receiver):
@@ -103,7 +106,8 @@ def test_same_key_same_delay_arrives_in_send_order(rk_settings, rk_topic, delay_
         producer.send_async(msg, lambda r: None, selector=hash_selector, arg=key)
         order[key].append(msg.id)
     drop_in = KafkaProducer({"bootstrap.servers": rk_settings.bootstrap_servers,
-                             "rocketkafka.topic.prefix": rk_settings.topic_prefix})
+                             "rocketkafka.topic.prefix": rk_settings.topic_prefix,
+                             "rocketkafka.delay.levels": rk_settings.delay.describe()})
     for i in range(100):  # the Kafka door: key= and delay_level= (the partition is fixed at send by the key)
         drop_in.produce(topic, f"k{i}".encode(), key="kafka-key", delay_level=2, headers={"n": str(i).encode()})
     assert producer.flush(30) == 0 and drop_in.flush(30) == 0

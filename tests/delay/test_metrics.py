@@ -11,12 +11,12 @@ import sys
 import pytest
 from confluent_kafka import Producer as RawProducer
 
-from delay.cli import forwarder_environment
-from delay.tiers import Tiers
-from facade import Message, Producer
-from facade.names import Header
+from rocketkafka.tools.forwarder_cli import forwarder_environment
+from rocketkafka.schedule.tiers import Tiers
+from rocketkafka import Message, Producer
+from rocketkafka.names import Header
 from tests.delay.conftest import FAST, REPO, wait_until
-from tests.ordering.test_metrics import per_partition, scrape
+from tests.conftest import per_partition, scrape
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +37,7 @@ def test_lateness_histogram_counts_every_forwarded_message(rk_settings, rk_topic
     # its consumer's series sit on the same endpoint: every delay partition locked, none lagging once forwarded
     owned = {(dict(labels)["topic"], int(dict(labels)["partition"])) for (name, labels), v in samples.items()
              if name == "rocketkafka_consumer_lock_owned" and v == 1}
-    assert owned == fwd.consumer.assignment()
+    assert owned == fwd.assignment()
     assert wait_until(lambda: set(per_partition(scrape(port), "rocketkafka_consumer_lag", fwd.group).values()) == {0}, 10)
 
 
@@ -51,11 +51,11 @@ def test_forwarder_service_serves_metrics_from_the_environment_and_logs_json_wit
         rk_settings, rk_topic, delay_config, tmp_path):
     topic = rk_topic(partitions=1)
     port = free_port()
-    env = {**forwarder_environment(rk_settings, delay_config, FAST),
+    env = {**forwarder_environment(rk_settings, FAST),
            "ROCKETKAFKA_METRICS_PORT": str(port), "ROCKETKAFKA_LOG_FORMAT": "json"}
     log_path = tmp_path / "fwd.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "facade.cli", "-v", "delay-forwarder"], cwd=REPO, env=env,
+        proc = subprocess.Popen([sys.executable, "-m", "rocketkafka.tools.cli", "-v", "delay-forwarder"], cwd=REPO, env=env,
                                 stdout=log, stderr=subprocess.STDOUT)
     try:
         def locked() -> int:
@@ -75,9 +75,9 @@ def test_forwarder_service_serves_metrics_from_the_environment_and_logs_json_wit
         proc.terminate()
         proc.wait(30)
     lines = [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
-    assert any(line["logger"] == "delay.forwarder" and line["level"] == "INFO" for line in lines)
+    assert any(line["logger"] == "rocketkafka.delay.forwarder" and line["level"] == "INFO" for line in lines)
     about = {line["logger"]: line for line in lines if line.get("msg_id") == "BAD-1"}
-    assert set(about) == {"delay.forwarder", "facade.retry"}  # why it cannot be forwarded; its dead-lettering
-    dead = about["delay.forwarder"]
+    assert set(about) == {"rocketkafka.delay.forwarding", "rocketkafka.retry"}  # why it cannot be forwarded; its dead-lettering
+    dead = about["rocketkafka.delay.forwarding"]
     assert dead["level"] == "ERROR" and dead["topic"] == rk_settings.topics.delay_level(1) and dead["offset"] >= 0
     assert "missing header" in dead["message"]

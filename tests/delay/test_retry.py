@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from facade import ConsumeStatus, Message, Producer, PushConsumer
-from facade.names import Header
-from facade.testing.reading import read_all
+from rocketkafka import ConsumeStatus, Message, Producer, PushConsumer
+from rocketkafka.names import Header
+from rocketkafka.testing.reading import read_all
 from tests.delay.conftest import FAST, wait_until
 
 pytestmark = pytest.mark.integration
@@ -52,7 +52,8 @@ def test_failing_twice_then_succeeding_is_seen_three_times_with_the_back_off(rk_
     level_records = {n: read_all(rk_settings.bootstrap_servers, rk_settings.topics.delay_level(n)) for n in (3, 4)}
     assert [len(level_records[3]), len(level_records[4])] == [1, 1]
     retried = read_all(rk_settings.bootstrap_servers, rk_settings.topics.retry(rk_group))
-    assert len(retried) == 2 and all(Header.DELIVER_AT not in dict(r.headers()) for r in retried)
+    assert len(retried) == 2  # delivered by the forwarder: the routing headers are gone, the provenance stays
+    assert all(Header.REAL_TOPIC not in dict(r.headers()) and Header.DELIVER_AT in dict(r.headers()) for r in retried)
 
 
 def test_failing_forever_ends_in_the_dead_letter_topic_after_max_reconsume_times(rk_settings, rk_topic, rk_group,
@@ -87,4 +88,5 @@ def test_failing_forever_ends_in_the_dead_letter_topic_after_max_reconsume_times
     assert headers[Header.ORIGIN_MSG_ID] == headers[Header.MSG_ID] == msg.id
     assert headers[Header.RECONSUME_TIMES] == "3" and f"cannot handle {msg.id}" in headers[Header.LAST_ERROR]
     assert "max reconsume times 3" in headers[Header.DLQ_REASON]
-    assert not {Header.DELIVER_AT, Header.REAL_TOPIC, Header.DELAY_LEVEL} & headers.keys()
+    assert not {Header.REAL_TOPIC, Header.REAL_QUEUE_ID, Header.ORIGIN_TIMESTAMP} & headers.keys()
+    assert headers[Header.DELAY_LEVEL] == "5"  # provenance of the last back-off (level 3 + 3 - 1)

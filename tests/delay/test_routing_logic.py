@@ -8,13 +8,13 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from delay.config import DEFAULT_LEVELS, DelayConfig, configure, current, parse_duration
-from delay.routing import DelayRouter, key_partition
-from delay.tiers import DELIVER, Hold, Hop, Tiers, Wait
-from facade import DelayError, Message, Settings
-from facade.errors import ConfigError
-from facade.murmur2 import murmur2_partition
-from facade.names import TopicNames
+from rocketkafka.schedule.levels import DEFAULT_LEVELS, DelayConfig, parse_duration
+from rocketkafka.schedule.routing import DelayRouter, key_partition
+from rocketkafka.schedule.tiers import DELIVER, Hold, Hop, Tiers, Wait
+from rocketkafka import DelayError, Message, Settings
+from rocketkafka.errors import ConfigError
+from rocketkafka.murmur2 import murmur2_partition
+from rocketkafka.names import TopicNames
 
 SCALED = DelayConfig(levels="100ms 200ms 500ms 1s 2s")
 
@@ -32,12 +32,12 @@ def test_default_levels_are_rocketmqs_and_the_environment_overrides(monkeypatch)
     assert len(DelayConfig().levels) == 18 and DelayConfig().level_ms(3) == 10_000
     monkeypatch.setenv("ROCKETKAFKA_DELAY_LEVELS", "100ms 200ms 500ms")
     monkeypatch.setenv("ROCKETKAFKA_DELAY_MAX_DELAY", "2d")
-    assert current().levels == (100, 200, 500) and current().max_delay == 172_800_000
-    configure(SCALED)
-    try:
-        assert current() is SCALED  # code wins over the environment
-    finally:
-        configure(None)
+    from_env = Settings(bootstrap_servers="b:9092").delay  # read when the settings are made
+    assert from_env.levels == (100, 200, 500) and from_env.max_delay == 172_800_000
+    given = Settings(bootstrap_servers="b:9092", delay=SCALED)
+    assert given.delay is SCALED  # code wins over the environment
+    monkeypatch.setenv("ROCKETKAFKA_DELAY_LEVELS", "1s")
+    assert given.delay.levels == SCALED.levels  # fixed when the settings were made
     monkeypatch.setenv("ROCKETKAFKA_DELAY_LEVELS", "1s nonsense")
     with pytest.raises(ConfigError, match="nonsense"):
         DelayConfig.load()
@@ -103,6 +103,7 @@ def test_due_times_and_bad_delays():
 
 def test_key_partitions_follow_librdkafkas_partitioners():
     for key in (b"order-1", b"", b"\xff" * 17):
-        assert key_partition(key, 7) == zlib.crc32(key) % 7  # consistent_random, librdkafka's default
+        assert key_partition(key, 7, "consistent_random") == zlib.crc32(key) % 7  # librdkafka's default
+        assert key_partition(key, 7) == murmur2_partition(key, 7)  # rocketkafka's default: the Java client's
         assert key_partition(key, 7, "murmur2_random") == murmur2_partition(key, 7)
     assert key_partition(b"key-0", 7, "fnv1a_random") in range(7)

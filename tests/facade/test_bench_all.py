@@ -1,4 +1,4 @@
-"""``rocketkafka bench all`` end to end on the test broker, at a tiny scale (about 20 s)."""
+"""``rocketkafka bench all`` end to end on the test broker, at a tiny scale (about 40 s)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from facade.bench_cli import bench
+from rocketkafka.tools.bench.cli import bench
 
 pytestmark = pytest.mark.integration
 
@@ -16,17 +16,25 @@ def test_bench_all_writes_figures_with_raw_ratios(rk_settings, monkeypatch, tmp_
     # the session's broker and Redis nodes, given as a cluster: no second embedded stack
     for name, value in rk_settings.environment().items():
         monkeypatch.setenv(name, value)
-    result = CliRunner().invoke(bench, ["all", "--scale", "0.02", "--only", "produce,consume", "--out", str(tmp_path)])
+    result = CliRunner().invoke(bench, ["all", "--scale", "0.02", "--only", "produce,consume,latency",
+                                        "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert "[1/2] produce: running" in result.output and "[2/2] consume: done" in result.output
+    assert "[1/3] produce: running" in result.output and "[3/3] latency: done" in result.output
 
     document = json.loads((tmp_path / "bench.json").read_text())
-    assert document["failed"] == [] and set(document["runs"]) == {"produce", "consume"}
+    assert document["failed"] == [] and set(document["runs"]) == {"produce", "consume", "latency"}
     assert document["machine"]["broker"]["bootstrap_servers"] == rk_settings.bootstrap_servers
     rows = {(r["bench"], r["figure"]): r for r in document["rows"]}
     assert all(r["value"] > 0 for r in rows.values())
-    drop_in = rows[("produce", "drop-in Producer.produce")]
+    drop_in = rows[("produce", "drop-in Producer.produce vs raw")]
     assert drop_in["ratio"] > 0 and drop_in["baseline_name"] == "raw" and isinstance(drop_in["met"], bool)
-    consumer = rows[("consume", "PushConsumer (concurrent, no-op listener)")]
-    assert consumer["ratio"] > 0 and consumer["target"]["threshold"] == 0.7
+    send_async = rows[("produce", "RocketMQ Producer.send_async vs raw+same work")]
+    assert send_async["ratio"] > 0 and send_async["target"]["threshold"] == 0.85
+    consumer = rows[("consume", "PushConsumer concurrent, no-op listener")]
+    assert consumer["ratio"] > 0 and consumer["target"]["threshold"] == 0.7 and consumer["floor_ratio"] > 0
+    polled = rows[("consume", "drop-in Consumer.poll()")]
+    assert polled["baseline_name"] == "raw-poll" and polled["ratio"] > 0
+    latency = rows[("latency", "PushConsumer orderly, defaults: p99")]
+    tuned = rows[("latency", "raw, tuned (fetch.wait.max.ms=5): p99")]
+    assert latency["value"] > 0 and latency["target"]["threshold"] == pytest.approx(tuned["value"] + 20, abs=0.1)
     assert (tmp_path / "bench.png").stat().st_size > 0 and (tmp_path / "bench.md").exists()

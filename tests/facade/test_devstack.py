@@ -14,14 +14,14 @@ import pytest
 import redis
 from confluent_kafka.admin import AdminClient
 
-from facade.devstack import DevStack
+from rocketkafka.testing.devstack import DevStack
 
 pytestmark = pytest.mark.integration
 
 
 def _cli(*args: str, home: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "ROCKETKAFKA_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "facade.cli", *args], env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-m", "rocketkafka.tools.cli", *args], env=env, capture_output=True, text=True, timeout=60)
 
 
 def _alive(pid: int) -> bool:
@@ -53,7 +53,7 @@ def test_dev_up_status_down_leaves_nothing_behind(tmp_path):
 
 def test_attached_stack_dies_with_its_parent(tmp_path):
     """A test session killed by SIGKILL must not leave its broker and Redis nodes running."""
-    script = ("from facade.devstack import DevStack; import json,sys,time; s=DevStack(redis_nodes=2).start(); "
+    script = ("from rocketkafka.testing.devstack import DevStack; import json,sys,time; s=DevStack(redis_nodes=2).start(); "
               "print(json.dumps([n['pid'] for n in s.describe()['nodes']]), flush=True); time.sleep(60)")
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     pids = json.loads(proc.stdout.readline())

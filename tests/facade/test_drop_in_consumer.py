@@ -7,10 +7,10 @@ from collections import Counter
 
 import pytest
 
-from facade.codec import decode
-from facade.errors import ConfigError
-from facade.kafka import Consumer
-from facade.testing.reading import committed_offsets, committed_to_end
+from rocketkafka.message import MessageExt
+from rocketkafka.errors import ConfigError
+from rocketkafka.kafka import Consumer
+from rocketkafka.testing.reading import committed_offsets, committed_to_end
 from tests.ordering.conftest import FAST, wait_until
 
 pytestmark = pytest.mark.integration
@@ -19,14 +19,14 @@ pytestmark = pytest.mark.integration
 def _config(settings, group, **extra):
     return {"bootstrap.servers": settings.bootstrap_servers, "group.id": group,
             "rocketkafka.redis.urls": ",".join(settings.redis_urls), "rocketkafka.topic.prefix": settings.topic_prefix,
-            **extra}
+            "auto.offset.reset": "earliest", **extra}
 
 
 def _drain(consumer, counter, until, timeout=30.0):
     deadline = time.monotonic() + timeout
     while not until() and time.monotonic() < deadline:
         for m in consumer.consume(100, 0.1):
-            counter[decode(m).id] += 1
+            counter[MessageExt.of(m).decode().id] += 1
 
 
 def test_poll_returns_confluent_messages_filtered_by_tag_and_commits(rk_settings, rk_topic, rk_group, produce):
@@ -57,7 +57,7 @@ def test_two_drop_in_consumers_split_then_one_leaves_without_duplicates(rk_setti
         while len(seen) < 200 and time.monotonic() < deadline:
             for c in (a, b):
                 for m in c.consume(20, 0.05):
-                    seen[decode(m).id] += 1
+                    seen[MessageExt.of(m).decode().id] += 1
         a.close()
         more = produce(topic, 200)
         _drain(b, seen, lambda: set(ids + more) <= set(seen))

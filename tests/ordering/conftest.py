@@ -5,12 +5,39 @@ from __future__ import annotations
 
 import pytest
 
-from facade import Message, Producer
-from facade.testing.waiting import wait_for
+from rocketkafka import Message, Producer
+from rocketkafka.testing.waiting import wait_for
 
 #: Short timings so membership and lock changes happen within a test's patience.
 FAST = dict(heartbeat_interval_ms=200, member_timeout_ms=2000, lock_lease_ms=3000, lock_renew_interval_ms=1000,
-            lock_client_expiry_ms=2000, rebalance_interval_ms=2000, commit_interval_ms=200)
+            lock_client_expiry_ms=2000, rebalance_interval_ms=2000, commit_interval_ms=200,
+            consume_from_where="CONSUME_FROM_FIRST_OFFSET")  # the tests send first, then consume
+
+
+class Rec:
+    """A stand-in for a confluent-kafka record."""
+
+    def __init__(self, offset, key=None, value=b"", headers=None, topic="t", partition=0):
+        self._o, self._k, self._v, self._h = offset, key, value, headers
+        self._t, self._p = topic, partition
+
+    def offset(self):
+        return self._o
+
+    def key(self):
+        return self._k
+
+    def value(self):
+        return self._v
+
+    def headers(self):
+        return self._h
+
+    def topic(self):
+        return self._t
+
+    def partition(self):
+        return self._p
 
 
 def wait_until(predicate, timeout: float = 30.0, interval: float = 0.05) -> bool:
@@ -44,6 +71,6 @@ def produce(rk_settings):
 
 
 def _hash(n, msg, arg):
-    from facade.selectors import hash_selector
+    from rocketkafka.queue_selectors import hash_selector
 
     return hash_selector(n, msg, arg)

@@ -10,12 +10,12 @@ import sys
 import threading
 import time
 
-from facade.testing.waiting import wait_for as _wait_for
+from rocketkafka.testing.waiting import wait_for as _wait_for
 from pathlib import Path
 
-from facade import Message, Producer
-from facade.selectors import hash_selector
-from facade.testing.history import HandlerCall, History
+from rocketkafka import Message, Producer
+from rocketkafka.queue_selectors import hash_selector
+from rocketkafka.testing.history import HandlerCall, History
 
 ROOT = Path(__file__).resolve().parents[2]
 

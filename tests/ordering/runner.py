@@ -3,7 +3,7 @@
 Run as ``python -m tests.ordering.runner '<json>'`` with the keys
 
     name, group, topic, bootstrap_servers, redis_urls, topic_prefix, redis_prefix  where and who
-    history        JSON-lines file the handler appends to (facade.testing.history)
+    history        JSON-lines file the handler appends to (rocketkafka.testing.history)
     orderly        bool; order_key, options (ConsumerOptions fields) as the consumer takes them
     handler_ms     how long the handler body sleeps
     idempotent     wrap the handler in IdempotentConsumer (consuming_ttl_ms)
@@ -23,17 +23,19 @@ import sys
 import threading
 import time
 
-from facade import IdempotentConsumer, PushConsumer, Settings
-from facade.testing.history import History
+from rocketkafka import IdempotentConsumer, PushConsumer, Settings
+from rocketkafka.testing.clock import install_from_env
+from rocketkafka.testing.history import History
 
 
 def main(config: dict) -> None:
+    install_from_env()  # the clock-jump fault: ROCKETKAFKA_TEST_CLOCK_FILE, SIGUSR2
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"%(asctime)s {config['name']} %(threadName)s %(levelname)s %(name)s: %(message)s")
     settings = Settings(bootstrap_servers=config["bootstrap_servers"], redis_urls=config["redis_urls"],
                         topic_prefix=config["topic_prefix"], redis_prefix=config["redis_prefix"])
     consumer = PushConsumer(config["group"], settings=settings, orderly=config.get("orderly", True),
-                            instance_name=f"{config['name']}@{os.getpid()}", **config.get("options", {}))
+                            instance_name=f"{config['name']}@{os.getpid()}", **{"consume_from_where": "CONSUME_FROM_FIRST_OFFSET", **config.get("options", {})})
     history = History(config["history"])
     name, sleep, gate = config["name"], config.get("handler_ms", 0) / 1000, config.get("gate")
 

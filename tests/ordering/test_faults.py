@@ -13,7 +13,7 @@ from collections import defaultdict
 
 import pytest
 
-from facade.testing.history import HandlerCall, check
+from rocketkafka.testing.history import HandlerCall, check
 from tests.ordering.conftest import FAST
 from tests.ordering.fleet import PacedProducer, Runner, all_calls, cleanup, seen_ids, start_all, wait_for
 

@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from facade import ConfigError, IdempotentConsumer, PushConsumer
-from ordering.idempotent import MarkState
+from rocketkafka import ConfigError, IdempotentConsumer, PushConsumer
+from rocketkafka.ordering.idempotent import MarkState
 from tests.ordering.conftest import FAST, wait_until
 
 pytestmark = pytest.mark.integration
@@ -70,6 +70,7 @@ def test_a_crashed_handlers_mark_expires_then_the_message_runs(rk_settings, rk_t
     assert runs[2][1] - marked_at >= ttl_ms / 1000 * 0.9, "re-run only after the consuming mark expired"
 
 
+@pytest.mark.rk_needs("stop-redis")
 def test_marks_survive_one_node_losing_its_data(rk_backend, rk_settings, rk_topic, rk_group, produce):
     topic = rk_topic(partitions=2)
     ids = produce(topic, 100)
@@ -85,7 +86,7 @@ def test_marks_survive_one_node_losing_its_data(rk_backend, rk_settings, rk_topi
 
 
 def test_ttls_are_checked_at_construction(rk_settings, rk_group):
-    consumer = PushConsumer(rk_group, settings=rk_settings, orderly=True)
+    consumer = PushConsumer(rk_group, settings=rk_settings, orderly=True, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
     with pytest.raises(ConfigError, match="consuming_ttl_ms"):
         IdempotentConsumer(consumer, print, consuming_ttl_ms=0)
     with pytest.raises(TypeError):

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from facade import ConfigError, ConsumeOrderlyStatus, Message, Producer, PushConsumer
-from facade.testing.history import History, check
-from facade.testing.reading import committed_offsets, read_all
+from rocketkafka import ConfigError, ConsumeOrderlyStatus, Message, Producer, PushConsumer
+from rocketkafka.testing.history import History, check
+from rocketkafka.testing.reading import committed_offsets, read_all
 from tests.ordering.conftest import FAST, wait_until
 
 pytestmark = pytest.mark.integration

@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
-from facade.errors import ConfigError, StateError
-from ordering.locks import LockRenewer, LockSettings, LockTable, bench_renew
+from rocketkafka.errors import ConfigError, StateError
+from rocketkafka.ordering.locks import LockRenewer, LockSettings, LockTable
+from rocketkafka.testing.capabilities import Capability
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +51,12 @@ def tables(rk_backend, rk_settings, rk_group) -> Iterator[Callable[..., LockTabl
 
 @pytest.fixture
 def nodes(rk_backend) -> Iterator[object]:
-    """Stop and restart Redis nodes (restarted empty); every node runs again after the test."""
+    """Stop and restart Redis nodes (restarted empty); every node runs again after the test.
+
+    Declares the capability: on a backend that cannot stop Redis nodes the test is skipped with the reason.
+    """
+    if (reason := rk_backend.missing(Capability.STOP_REDIS)) is not None:
+        pytest.skip(reason)
     stopped: set[int] = set()
 
     class Nodes:
@@ -66,7 +72,7 @@ def nodes(rk_backend) -> Iterator[object]:
             self.stop(index)
             self.start(index)
 
-    yield Nodes()  # a backend that cannot stop nodes raises NotImplementedError: the test fails, loudly
+    yield Nodes()
     for index in sorted(stopped):
         rk_backend.start_redis(index)
 
@@ -327,11 +333,3 @@ def test_bad_arguments_fail_at_the_call(rk_backend, rk_settings, rk_group):
             table.lock_batch([("orders", -1)])
         with pytest.raises(ValueError):
             table.lock_batch(["orders"])
-
-
-# -- figure for the benchmark ------------------------------------------------------------------------------------
-def test_bench_renew_reports_the_time_of_one_batch_renewal(rk_backend, record_property):
-    seconds = bench_renew(rk_backend.redis_urls, n_locks=1000)
-    record_property("renew_1000_locks_ms", round(seconds * 1000, 2))
-    print(f"\nrenew_batch of 1000 locks on {len(rk_backend.redis_urls)} nodes: {seconds * 1000:.1f} ms")
-    assert seconds > 0

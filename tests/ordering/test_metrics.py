@@ -4,29 +4,16 @@ from __future__ import annotations
 
 import threading
 import time
-import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from facade import PushConsumer
-from facade.errors import ConfigError
-from ordering.locks import LockSettings, LockTable
+from rocketkafka import PushConsumer
+from rocketkafka.errors import ConfigError
+from rocketkafka.ordering.locks import LockSettings, LockTable
+from tests.conftest import per_partition, scrape
 from tests.ordering.conftest import FAST, wait_until
 
 pytestmark = pytest.mark.integration
-
-
-def scrape(port: int) -> dict[tuple[str, frozenset], float]:
-    """``{(sample name, labels): value}`` from ``http://127.0.0.1:port/metrics``."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
-
-
-def per_partition(samples: dict, name: str, group: str) -> dict[int, float]:
-    return {int(dict(labels)["partition"]): v for (n, labels), v in samples.items()
-            if n == name and dict(labels).get("group") == group}
 
 
 def test_lag_counts_unhandled_records_and_drops_to_zero_once_consumed(rk_settings, rk_topic, rk_group, produce):
@@ -118,7 +105,7 @@ def test_retried_and_dead_lettered_count_a_message_failing_max_reconsume_times(r
 
 
 def test_metrics_are_off_unless_asked_for(rk_settings, rk_group):
-    consumer = PushConsumer(rk_group, settings=rk_settings)
+    consumer = PushConsumer(rk_group, settings=rk_settings, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
     assert consumer.metrics is None
     with pytest.raises(ConfigError):
         consumer.serve_metrics(0)

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from facade import ConsumeOrderlyStatus, PushConsumer
-from facade.testing.history import History, check
-from facade.testing.reading import read_all
+from rocketkafka import ConsumeOrderlyStatus, PushConsumer
+from rocketkafka.testing.history import History, check
+from rocketkafka.testing.reading import read_all
 from tests.ordering.conftest import FAST, wait_until
 
 pytestmark = pytest.mark.integration

@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 
-from facade import ConsumeStatus, MessageModel, PushConsumer, StateError, TagExpressionError, TopicNotFoundError
-from facade.testing.history import History, check
-from facade.testing.reading import committed_to_end
+from rocketkafka import ConsumeStatus, MessageModel, PushConsumer, StateError, TagExpressionError, TopicNotFoundError
+from rocketkafka.testing.history import History, check
+from rocketkafka.testing.reading import committed_to_end
 from tests.ordering.conftest import FAST, wait_until
 
 pytestmark = pytest.mark.integration
@@ -130,7 +130,7 @@ def test_reconsume_later_goes_to_retry_then_succeeds(rk_settings, rk_topic, rk_g
 
 
 def test_bad_subscriptions_raise_clearly(rk_settings, rk_group):
-    consumer = PushConsumer(rk_group, settings=rk_settings)
+    consumer = PushConsumer(rk_group, settings=rk_settings, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
     with pytest.raises(TagExpressionError):
         consumer.subscribe("t", print, expression="A ||")
     with pytest.raises(StateError, match="subscribe to at least one topic"):
@@ -160,7 +160,7 @@ def _time_until(predicate, timeout: float = 10.0) -> float:
 
 
 def test_allocation_strategy_object_decides_ownership(rk_settings, rk_topic, rk_group):
-    from ordering.allocation import ByConfig
+    from rocketkafka.ordering.allocation import ByConfig
 
     topic = rk_topic(partitions=4)
     table = {"a": [(topic, 0), (topic, 3)], "b": [(topic, 1), (topic, 2)]}

@@ -6,12 +6,12 @@ import time
 
 import pytest
 
-from facade import PushConsumer
-from facade.testing.history import History, check
+from rocketkafka import PushConsumer
+from rocketkafka.testing.history import History, check
 from tests.ordering.conftest import FAST, wait_until
 from tests.ordering.fleet import PacedProducer
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.rk_needs("stop-redis")]
 
 
 def _consumers(rk_settings, rk_group, topic, history, names=("r1", "r2")):
@@ -90,3 +90,32 @@ def test_two_of_three_redis_nodes_down_orderly_pauses_then_resumes(rk_backend, r
     print(report.summary())
     assert report.lost_count == 0, report.lost
     assert report.reorders == [] and report.overlaps == [], (report.reorders, report.overlaps)
+
+
+def test_locks_lost_with_the_quorum_are_taken_back_at_once_not_at_the_safety_rebalance(
+        rk_backend, rk_settings, rk_topic, rk_group):
+    """A consumer that lost its locks (quorum gone, or a stall past the lease) asks again as soon as the lost
+    claims drained: the safety rebalance (here 60 s, RocketMQ's default 20 s) is not what brings them back."""
+    topic = rk_topic(partitions=2)
+    consumer = PushConsumer(rk_group, settings=rk_settings, orderly=True, **{**FAST, "rebalance_interval_ms": 60_000})
+    consumer.subscribe(topic, lambda m: None)
+    consumer.start()
+    restarted = []
+    try:
+        assert wait_until(lambda: len(consumer.assignment()) == 2)
+        rk_backend.stop_redis(0)
+        rk_backend.stop_redis(1)
+        expiry = (FAST["lock_client_expiry_ms"] + FAST["lock_renew_interval_ms"]) / 1000
+        assert wait_until(lambda: consumer.assignment() == set(), timeout=expiry + 5), "no quorum: locks are lost"
+        rk_backend.start_redis(0)
+        restarted.append(0)
+        back = time.monotonic()
+        assert wait_until(lambda: len(consumer.assignment()) == 2, timeout=20)
+        took = time.monotonic() - back
+        print(f"partitions taken back {took:.1f} s after the quorum returned")
+        assert took < 10, f"took {took:.1f} s: lost locks waited for the safety rebalance"
+    finally:
+        for i in (0, 1):
+            if i not in restarted:
+                rk_backend.start_redis(i)
+        consumer.shutdown()

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from facade import PushConsumer
-from facade.testing.history import History, check
-from facade.testing.reading import committed_offsets
-from ordering.locks import LockTable
+from rocketkafka import PushConsumer
+from rocketkafka.testing.history import History, check
+from rocketkafka.testing.reading import committed_offsets
+from rocketkafka.ordering.locks import LockTable
 from tests.ordering.conftest import FAST, wait_until
 
 pytestmark = pytest.mark.integration
@@ -51,7 +51,7 @@ def test_lock_entry_records_delivered_and_acked_offsets(rk_settings, rk_topic, r
 
         assert wait_until(settled, timeout=10), "delivered == acked == committed once the owner is idle"
         assert {p: observer.describe((topic, p))["fencing_token"] for p in range(2)} == \
-            {p: consumer._locks.fencing_token((topic, p)) for p in range(2)}
+            {p: consumer.engine.fencing_token((topic, p)) for p in range(2)}
     finally:
         gate.set()
         consumer.shutdown()

@@ -1,7 +1,7 @@
 """Spark test fixtures: one local[2] session for the whole test session, and a raw producer helper.
 
 Test data is produced with a plain confluent-kafka Producer, RocketMQ properties
-as ``rk.*`` headers (names from :class:`facade.names.Header`, UTF-8 values).
+as ``rk.*`` headers (names from :class:`rocketkafka.names.Header`, UTF-8 values).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import pytest
 from confluent_kafka import Producer
 
-from facade.config import Settings
+from rocketkafka.config import Settings
 
 
 @dataclass
@@ -28,7 +28,7 @@ class Record:
 
 @pytest.fixture(scope="session")
 def spark():
-    from spark.session import spark_session
+    from rocketkafka.spark.session import spark_session
 
     session = spark_session(master="local[2]", app_name="rocketkafka-tests", shuffle_partitions=4)
     yield session

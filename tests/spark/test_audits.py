@@ -1,4 +1,5 @@
-"""The audit jobs on crafted topics: known orderings, lateness and transaction outcomes give known counts."""
+"""The audit jobs on crafted topics: known orderings, lateness and transaction outcomes give known counts,
+what was read is reported, and an audit that would see nothing fails with one clear line."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from facade.admin import TopicAdmin
-from facade.names import Header, TopicNames
-from spark import audit_delay, audit_order, audit_txn
-from spark.cli import spark_cli
+from rocketkafka.admin import TopicAdmin
+from rocketkafka.names import Header, TopicNames
+from rocketkafka.spark import AuditEmptyError, audit_delay, audit_order, audit_txn
+from rocketkafka.spark.audit import LATENESS_BUCKET_NAMES
+from rocketkafka.tools.charts import lateness_chart
+from rocketkafka.tools.spark_cli import spark_cli
 from tests.spark.conftest import Record
 
 pytestmark = pytest.mark.integration
@@ -37,6 +40,9 @@ def test_audit_order_finds_zero_then_the_injected_violation(spark, rk_topic, pro
     assert clean.summary["violations"] == 0 and clean.summary["keys_with_violations"] == 0
     assert clean.summary["keys"] == 12 and clean.summary["messages"] == 480 and clean.summary["duplicates"] == 0
     assert clean.output and list(Path(clean.output).glob("*.parquet"))
+    [read] = clean.reads  # what was read: every partition, its offset range, its rows
+    assert [(p.partition, p.start, p.end, p.rows) for p in read.partitions] == [(p, 0, 120, 120) for p in range(4)]
+    assert read.rows == clean.summary["records"] == 480
 
     injected = rk_topic(partitions=4, suffix="-swap")
     records = _ordered(keys=12, per_key=40, partitions=4)
@@ -46,16 +52,61 @@ def test_audit_order_finds_zero_then_the_injected_violation(spark, rk_topic, pro
     records.append(Record(value=json.dumps({"key": "key-3", "seq": 40}).encode(), partition=3,
                           headers=[(Header.SHARDING_KEY, b"key-3"), ("seq", b"40")]))  # a resend: a duplicate
     produce(injected, records)
-    found = audit_order(spark, bs, injected, sequence="json:seq", key="json:key", echo=False)
+    found = audit_order(spark, bs, injected, sequence="json:seq", key="json:key")
     assert found.summary["violations"] == 1 and found.summary["keys_with_violations"] == 1
     assert found.summary["duplicates"] == 1
     [bad] = [r for r in found.rows if r["violations"]]
-    assert bad["order_key"] == "key-5" and bad["first_violation"].startswith("1@")
+    assert bad["order_key"] == "key-5" and bad["first_violation"].startswith(f"{injected}@1@")
     # the same through the headers, from the CLI
     result = CliRunner().invoke(spark_cli, ["audit-order", injected, "-b", bs, "--sequence", "header:seq",
                                             "--output", str(tmp_path / "cli"), "--format", "csv", "--strict"])
     assert result.exit_code == 1, result.output
     assert "violations" in result.output and list((tmp_path / "cli").glob("*.csv"))
+    assert f"read {injected}: 4 partitions, offsets 0:[0, 120) 1:[0, 120) 2:[0, 120) 3:[0, 121), 481 rows" in result.output
+
+
+def test_audit_order_tells_delayed_and_retried_reordering_from_violations(spark, rk_topic, produce, rk_settings):
+    """Delayed and retried messages arrive after later ones by design: counted apart, never violations."""
+    topic = rk_topic(partitions=2)
+    records = _ordered(keys=6, per_key=20, partitions=2)
+    late = []
+    for k in (1, 2, 4):  # seq 5 of keys 1, 2 and 4 was delayed: it reaches the topic after seq 20
+        i = next(i for i, r in enumerate(records) if r.key == f"key-{k}".encode() and (("seq", b"5") in r.headers))
+        late.append(records.pop(i))
+    late[0].headers.append((Header.DELIVER_AT, b"1700000000000"))
+    late[1].headers.append((Header.DELAY_LEVEL, b"3"))
+    late[2].headers.append((Header.RECONSUME_TIMES, b"1"))  # a retry copy
+    produce(topic, records + late)
+    result = audit_order(spark, rk_settings.bootstrap_servers, topic, sequence="header:seq")
+    s = result.summary
+    assert (s["violations"], s["keys_with_violations"], s["duplicates"]) == (0, 0, 0)
+    assert (s["delayed"], s["retried"], s["reordered_by_design"], s["messages"]) == (2, 1, 3, 120)
+    by_key = {r["order_key"]: r for r in result.table.collect()}
+    assert [by_key[f"key-{k}"]["reordered_by_design"] for k in range(6)] == [0, 1, 1, 0, 1, 0]
+    strict = CliRunner().invoke(spark_cli, ["audit-order", topic, "-b", rk_settings.bootstrap_servers,
+                                            "--sequence", "header:seq", "--strict"])
+    assert strict.exit_code == 0, strict.output  # --strict fails on real violations only
+    assert "reordered_by_design" in strict.output
+
+
+def test_audits_that_would_see_nothing_fail_with_one_line(spark, rk_topic, produce, rk_settings):
+    bs = rk_settings.bootstrap_servers
+    plain = rk_topic(partitions=2)
+    produce(plain, [Record(value=b"x", partition=i % 2) for i in range(10)])  # no key, no sequence, no delay
+    with pytest.raises(AuditEmptyError, match=r"^audit-order: no record has both an order key \(sharding\) and a "
+                                              r"sequence \(born\)\n"):
+        audit_order(spark, bs, plain)
+    empty = audit_order(spark, bs, plain, allow_empty=True)
+    assert empty.summary["messages"] == 0 and empty.summary["records"] == 10
+    with pytest.raises(AuditEmptyError, match=r"no delay topics under the prefix 'nosuchprefix'"):
+        audit_delay(spark, bs, [plain], topic_prefix="nosuchprefix")
+    with pytest.raises(AuditEmptyError, match=r"no delayed message: none of the 10 records read carries rk.DELIVER_AT"):
+        audit_delay(spark, bs, [plain], topic_prefix=None)
+    result = CliRunner().invoke(spark_cli, ["audit-delay", plain, "-b", bs, "--topic-prefix", "nosuchprefix"])
+    assert result.exit_code == 1
+    first = result.output.strip().splitlines()[0]
+    assert first.startswith("Error: audit-delay: no delay topics under the prefix 'nosuchprefix'"), result.output
+    assert f"real {plain}: 2 partitions, offsets 0:[0, 5) 1:[0, 5), rows not counted" in result.output
 
 
 def test_audit_delay_lateness_per_level(spark, rk_topic, produce, rk_settings, tmp_path):
@@ -81,20 +132,22 @@ def test_audit_delay_lateness_per_level(spark, rk_topic, produce, rk_settings, t
     records += [Record(value=b"x", headers=_h((Header.MSG_ID, "fwd-1")), timestamp=due + 9),
                 Record(value=b"x", headers=_h((Header.MSG_ID, "fwd-2")), timestamp=due + 2)]
     produce(topic, records)
-    chart = tmp_path / "lateness.png"
     result = audit_delay(spark, rk_settings.bootstrap_servers, [topic], topic_prefix=rk_settings.topic_prefix,
-                         output=tmp_path / "delay", chart=chart)
+                         output=tmp_path / "delay")
     assert result.summary["messages"] == 13 and result.summary["early"] == 1 and result.summary["max_ms"] == 120
+    assert (result.summary["records"], result.summary["from_headers"], result.summary["from_delay_topics"]) == (14, 11, 2)
+    assert [r.role for r in result.reads] == ["real", "delay"] and result.reads[1].topics == [level_topic, step_topic]
     per_level = {r["level"]: r for r in result.rows}
     assert {lvl: r["messages"] for lvl, r in per_level.items()} == {0: 3, 1: 5, 2: 1, 3: 4}
     assert per_level[2]["max_ms"] == 9
     assert per_level[1]["max_ms"] == 40 and per_level[1]["p50_ms"] == 8 and per_level[0]["early"] == 1
     histogram = {(r["level"], r["bucket"]): r["count"] for r in result.extra["histogram"]}
     assert histogram[(1, "0-10")] == 3 and histogram[(3, "100-250")] == 1 and histogram[(0, "<0 (early)")] == 1
+    chart = lateness_chart(result.extra["histogram"], LATENESS_BUCKET_NAMES, tmp_path / "lateness.png")
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and chart.stat().st_size > 500
     table = pq.read_table(next((tmp_path / "delay").glob("*.parquet")))
     assert sorted(table.column("level").to_pylist()) == [0, 1, 2, 3]
-    direct = audit_delay(spark, rk_settings.bootstrap_servers, [topic], topic_prefix=None, echo=False)
+    direct = audit_delay(spark, rk_settings.bootstrap_servers, [topic], topic_prefix=None)
     assert direct.summary["messages"] == 11  # without the join only records that kept DELIVER_AT count
 
 
@@ -136,7 +189,11 @@ def test_audit_txn_outcomes(spark, produce, rk_settings, rk_topic):
     assert {r["txn_id"] for r in result.rows} == {"T-open", "T-max", "T-dup"}  # the ones worth a look
 
 
-def test_audit_txn_without_internal_topics_is_empty(spark, rk_settings):
-    result = audit_txn(spark, rk_settings.bootstrap_servers, topic_prefix=rk_settings.topic_prefix, echo=False)
+def test_audit_txn_without_internal_topics_fails_loudly(spark, rk_settings):
+    half = TopicNames(rk_settings.topic_prefix).half()
+    with pytest.raises(AuditEmptyError, match=f"^audit-txn: no transaction topics under the prefix "
+                                              f"'{rk_settings.topic_prefix}': {half} does not exist"):
+        audit_txn(spark, rk_settings.bootstrap_servers, topic_prefix=rk_settings.topic_prefix)
+    result = audit_txn(spark, rk_settings.bootstrap_servers, topic_prefix=rk_settings.topic_prefix, allow_empty=True)
     assert result.summary["transactions"] == 0
-    assert not TopicAdmin(rk_settings).exists(TopicNames(rk_settings.topic_prefix).half())  # nothing auto-created
+    assert not TopicAdmin(rk_settings).exists(half)  # nothing auto-created

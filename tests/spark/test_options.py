@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from spark.errors import SourceOptionError
-from spark.kafka_source import KafkaRange, decode_offsets, encode_offsets, rate_limit, split_ranges
-from spark.options import parse_options
+from rocketkafka.spark.errors import SourceOptionError
+from rocketkafka.spark.kafka_source import KafkaRange, decode_offsets, encode_offsets, rate_limit, split_ranges
+from rocketkafka.spark.options import parse_options
 
 BS = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 
@@ -22,11 +22,29 @@ def test_defaults_match_sparks_kafka_source():
 
 
 def test_kafka_settings_pass_through():
-    parsed = parse_options({**BS, "assign": '{"t": [2, 0]}', "kafka.security.protocol": "PLAINTEXT",
-                            "kafka.group.id": "ignored"}, streaming=False)
+    parsed = parse_options({**BS, "assign": '{"t": [2, 0]}', "kafka.security.protocol": "PLAINTEXT"}, streaming=False)
     assert parsed.assignment == {"t": (0, 2)}
     config = parsed.consumer_config(**{"group.id": "mine"})
     assert config["security.protocol"] == "PLAINTEXT" and config["group.id"] == "mine"
+    assert parsed.group("reader", "abc") == "spark-kafka-source-reader-abc"
+
+
+def test_kafka_group_id_names_every_consumer():
+    parsed = parse_options({**BS, "subscribe": "t", "kafka.group.id": "billing-audit"}, streaming=False)
+    assert parsed.group_id == "billing-audit"
+    assert {parsed.group(purpose, "x") for purpose in ("planner", "reader", "probe")} == {"billing-audit"}
+    assert "group.id" not in parsed.kafka_params
+
+
+def test_timestamp_options_follow_sparks_precedence():
+    times = '{"t": {"0": 1700000000000, "1": 5}}'
+    parsed = parse_options({**BS, "subscribe": "t", "startingOffsetsByTimestamp": times, "startingTimestamp": "42",
+                            "endingOffsetsByTimestamp": times}, streaming=False)
+    assert parsed.starting_times == 42  # startingTimestamp wins over the per-partition JSON
+    assert parsed.ending_times == {"t": {0: 1700000000000, 1: 5}} and parsed.timestamp_strategy == "error"
+    stream = parse_options({**BS, "subscribe": "t", "startingOffsetsByTimestamp": times,
+                            "startingOffsetsByTimestampStrategy": "LATEST"}, streaming=True)
+    assert stream.starting_times == {"t": {0: 1700000000000, 1: 5}} and stream.timestamp_strategy == "latest"
 
 
 @pytest.mark.parametrize("options, streaming, match", [
@@ -49,7 +67,16 @@ def test_kafka_settings_pass_through():
     ({**BS, "subscribe": "t", "maxOffsetsPerTrigger": "many"}, True, "integer"),
     ({**BS, "subscribe": "t", "includeHeaders": "yes"}, False, "true or false"),
     ({**BS, "subscribe": "t", "kafka.enable.auto.commit": "true"}, False, "never commits"),
-    ({**BS, "subscribe": "t", "startingTimestamp": "1"}, False, "not served"),
+    ({**BS, "subscribe": "t", "minOffsetsPerTrigger": "1"}, True, "not served"),
+    ({**BS, "subscribe": "t", "startingTimestamp": "-1"}, False, ">= 0"),
+    ({**BS, "subscribe": "t", "startingTimestamp": "yesterday"}, False, "integer"),
+    ({**BS, "subscribe": "t", "startingOffsetsByTimestamp": '{"t": {"0": -5}}'}, False, "epoch milliseconds"),
+    ({**BS, "subscribe": "t", "startingOffsetsByTimestamp": '{"u": {"0": 5}}'}, False, "not subscribed"),
+    ({**BS, "subscribe": "t", "endingOffsetsByTimestamp": "{"}, False, "JSON"),
+    ({**BS, "subscribe": "t", "endingTimestamp": "5"}, True, "streaming"),
+    ({**BS, "subscribe": "t", "startingOffsetsByTimestampStrategy": "maybe"}, False, "error or latest"),
+    ({**BS, "subscribe": "t", "kafka.group.id": "g", "groupIdPrefix": "p"}, False, "not both"),
+    ({**BS, "subscribe": "t", "kafka.group.id": " "}, False, "empty group id"),
     ({**BS, "subscribe": "t", "colour": "blue"}, False, "unknown option"),
 ])
 def test_bad_options_are_refused(options, streaming, match):
@@ -58,8 +85,8 @@ def test_bad_options_are_refused(options, streaming, match):
 
 
 def test_jvm_only_options_pass_for_the_jvm_engine():
-    parsed = parse_options({**BS, "subscribe": "t", "startingTimestamp": "1"}, streaming=False, jvm=True)
-    assert parsed.raw["startingTimestamp"] == "1"
+    parsed = parse_options({**BS, "subscribe": "t", "minOffsetsPerTrigger": "1"}, streaming=True, jvm=True)
+    assert parsed.raw["minOffsetsPerTrigger"] == "1"
 
 
 def test_offsets_json_round_trip_is_sparks_format():

@@ -19,9 +19,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from facade.errors import TopicNotFoundError
-from facade.names import Header
-from spark import (
+from rocketkafka.errors import TopicNotFoundError
+from rocketkafka.names import Header
+from rocketkafka.spark import (
     ENGINE_ENV,
     EngineUnavailableError,
     SourceOptionError,
@@ -146,8 +146,8 @@ def test_bad_options_fail_before_any_job(spark, rk_topic, source):
     # the data source itself checks at load() too, for code that bypasses read_messages
     with pytest.raises(Exception, match="unknown option"):
         spark.read.format("rocketkafka-kafka").options(**source(topic), bogus="1").load()
-    from facade.admin import TopicAdmin
-    from facade.config import Settings
+    from rocketkafka.admin import TopicAdmin
+    from rocketkafka.config import Settings
 
     # a missing topic was never auto-created by the checks
     assert not TopicAdmin(Settings(bootstrap_servers=source(topic)["kafka.bootstrap.servers"])).exists(
@@ -165,7 +165,7 @@ def test_engine_choice(spark, monkeypatch, rk_topic, source):
     with pytest.raises(SourceOptionError, match="engine"):
         choose_engine(spark, "scala")
     monkeypatch.delenv(ENGINE_ENV)
-    import spark.engine as engine  # the probe itself: a class that does load flips auto to the JVM source
+    import rocketkafka.spark.engine as engine  # the probe itself: a class that does load flips auto to the JVM source
 
     monkeypatch.setattr(engine, "JVM_PROVIDER", "org.apache.spark.sql.SparkSession")
     assert choose_engine(spark, None) == "jvm"

@@ -9,10 +9,11 @@ from datetime import datetime, timezone
 import fastavro
 import pytest
 
-from facade.avro import AvroSerde
-from facade.errors import ConfigError, TagExpressionError
-from facade.names import Header
-from spark import dedup_by_msg_id, decode_avro, filter_tags, read_message_stream, read_messages, rocketmq_view
+from rocketkafka.avro import AvroSerde
+from rocketkafka.errors import ConfigError, TagExpressionError
+from rocketkafka.names import Header
+from rocketkafka.spark import dedup_by_msg_id, decode_avro, filter_tags, read_message_stream, read_messages, rocketmq_view
+from tests.conftest import crc64_avro
 from tests.spark.conftest import Record
 
 pytestmark = pytest.mark.integration
@@ -58,7 +59,7 @@ def test_view_columns_come_from_headers(spark, duplicated_topic, source):
     assert r.properties == {"region": "eu-1"} and r.reconsume_times == 0 and r.deliver_timestamp is None
     foreign = [row for row in rows.values() if row.body.startswith(b"foreign")]
     assert len(foreign) == 5
-    for row in foreign:  # like facade.codec: id = topic@partition@offset, born = store time, no keys/tags
+    for row in foreign:  # like rocketkafka.codec: id = topic@partition@offset, born = store time, no keys/tags
         assert row.msg_id == f"{duplicated_topic}@{row.queue_id}@{row.queue_offset}"
         assert row.born_timestamp == row.store_timestamp and row.keys == [] and row.tags is None
         assert row.properties == {}
@@ -148,10 +149,41 @@ def test_avro_bodies_decode_in_arrow_batches(spark, rk_topic, produce, source):
     framed = decode_avro(read_messages(spark, source(framed_topic)), json.dumps(SCHEMA), framing="confluent")
     assert sorted(r.payload.id for r in framed.collect()) == list(range(100))
 
-    ours_topic = rk_topic(partitions=1, suffix="-serde")  # facade.avro.AvroSerde bodies: marker + fingerprint
+    ours_topic = rk_topic(partitions=1, suffix="-serde")  # rocketkafka.avro.AvroSerde bodies: marker + fingerprint
     serde = AvroSerde(SCHEMA)
     other = AvroSerde({"type": "record", "name": "Other", "fields": [{"name": "id", "type": "long"}]})
     produce(ours_topic, [Record(value=serde.encode(o)) for o in orders[:100]] + [Record(value=other.encode({"id": 1}))])
     ours = decode_avro(read_messages(spark, source(ours_topic)), SCHEMA, framing="rocketkafka").collect()
     assert sorted(r.payload.id for r in ours if r.payload) == list(range(100))
     assert sum(r.payload is None for r in ours) == 1  # another schema's fingerprint: null, not garbage
+
+
+
+
+def test_avro_decode_reads_single_object_old_marker_and_confluent_framings(spark, rk_topic, produce, source):
+    from fastavro.schema import to_parsing_canonical_form
+
+    small = {"type": "record", "name": "Ping", "namespace": "demo", "fields": [{"name": "id", "type": "long"}]}
+    fp = crc64_avro(to_parsing_canonical_form(fastavro.parse_schema(small)).encode()).to_bytes(8, "little")
+    other_fp = crc64_avro(b'{"name":"Other","type":"record","fields":[]}').to_bytes(8, "little")
+
+    def datum(i: int) -> bytes:
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, fastavro.parse_schema(small), {"id": i})
+        return buf.getvalue()
+
+    topic = rk_topic(partitions=1)
+    bodies = ([b"\xc3\x01" + fp + datum(i) for i in range(0, 10)]             # Avro single-object encoding
+              + [b"\x01" + fp + datum(i) for i in range(10, 20)]              # the old AvroSerde marker framing
+              + [b"\x00" + (42).to_bytes(4, "big") + datum(i) for i in range(20, 30)]  # Confluent, schema id 42
+              + [b"\xc3\x01" + other_fp + datum(99), b"\x01" + other_fp + datum(98)])  # another schema: null
+    produce(topic, [Record(value=b) for b in bodies])
+    raw = read_messages(spark, source(topic))
+
+    def ids(framing: str, **kw) -> list[int]:
+        return sorted(r.payload.id for r in decode_avro(raw, small, framing=framing, **kw).collect() if r.payload)
+
+    assert ids("single-object") == list(range(10))
+    assert ids("rocketkafka") == list(range(20))  # both framings AvroSerde has written
+    assert ids("confluent", schema_id=42) == list(range(20, 30)) and ids("confluent", schema_id=7) == []
+    assert ids("auto") == list(range(30))

@@ -11,10 +11,10 @@ import sys
 import threading
 import time
 
-from facade import Message
-from facade.config import Settings
+from rocketkafka import Message
+from rocketkafka.config import Settings
 from tests.txn.conftest import fast_producer_options
-from txn import TransactionMQProducer, TransactionStatus
+from rocketkafka.txn import TransactionMQProducer, TransactionStatus
 
 
 def main(group: str, topic: str, count: int) -> None:

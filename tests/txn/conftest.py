@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
 from collections.abc import Callable
 
 import pytest
 
-from facade.testing.waiting import wait_for
+from rocketkafka.testing.waiting import wait_for
 
-from facade.testing.reading import read_all
-from ordering.options import ConsumerOptions
-from txn import CheckerOptions, TransactionChecker, TransactionMQProducer, TransactionOptions
+from rocketkafka.testing.reading import read_all
+from rocketkafka.ordering.options import ConsumerOptions
+from rocketkafka.headers import header_map
+from rocketkafka.names import Header
+from rocketkafka.txn import CheckerOptions, TransactionChecker, TransactionMQProducer, TransactionOptions
+from rocketkafka.txn.status import TransactionStatus
 
 #: Membership and lock timings short enough for a dead member's share to move within seconds.
 FAST_MEMBERSHIP = dict(heartbeat_interval_ms=200, member_timeout_ms=2000, lock_lease_ms=3000,
@@ -18,6 +23,28 @@ FAST_MEMBERSHIP = dict(heartbeat_interval_ms=200, member_timeout_ms=2000, lock_l
 #: RocketMQ's 6 s timeout / 60 s interval / 15 checks, scaled down.
 FAST_CHECKER = dict(transaction_timeout_ms=1000, check_interval_ms=500, max_check_times=3, half_partitions=4,
                     **FAST_MEMBERSHIP)
+
+
+COMMIT, ROLLBACK, UNKNOWN = TransactionStatus.COMMIT, TransactionStatus.ROLLBACK, TransactionStatus.UNKNOWN
+
+
+class Store:
+    """The user's local transaction store: what check_local_transaction consults, and how often it was asked."""
+
+    def __init__(self, default=UNKNOWN) -> None:
+        self.state: dict[str, TransactionStatus] = {}
+        self.checks: Counter[str] = Counter()
+        self.default = default
+        self.lock = threading.Lock()
+
+    def check(self, msg) -> TransactionStatus:
+        with self.lock:
+            self.checks[msg.transaction_id] += 1
+        return self.state.get(msg.transaction_id, self.default)
+
+
+def tx_ids(records) -> list[str]:
+    return [header_map(r.headers())[Header.TRANSACTION_ID].decode() for r in records]
 
 
 def fast_producer_options(**overrides) -> TransactionOptions:

@@ -6,10 +6,9 @@ from collections import Counter
 
 import pytest
 
-from facade import Message
-from txn import TransactionStatus
-from tests.txn.conftest import wait_until
-from tests.txn.test_transactions import Store, tx_ids
+from rocketkafka import Message
+from rocketkafka.txn import TransactionStatus
+from tests.txn.conftest import Store, tx_ids, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -38,8 +37,8 @@ def test_foreign_records_in_half_and_op_topics_never_block_a_partition(rk_settin
                                                                       make_checker, read_topic):
     from confluent_kafka import Producer as RawProducer
 
-    from facade.codec import header_map
-    from facade.names import Header
+    from rocketkafka.headers import header_map
+    from rocketkafka.names import Header
 
     topic = rk_topic(partitions=1)
     store = Store(default=TransactionStatus.COMMIT)

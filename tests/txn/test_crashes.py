@@ -19,14 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from facade import Message, PushConsumer
-from facade.codec import header_map
-from facade.names import Header
-from facade.testing.reading import committed_offsets
-from ordering.idempotent import IdempotentConsumer
-from txn import TransactionStatus
-from tests.txn.conftest import FAST_CHECKER, FAST_MEMBERSHIP, wait_until
-from tests.txn.test_transactions import Store, tx_ids
+from rocketkafka import Message, PushConsumer
+from rocketkafka.headers import header_map
+from rocketkafka.names import Header
+from rocketkafka.testing.reading import committed_offsets
+from rocketkafka.ordering.idempotent import IdempotentConsumer
+from rocketkafka.txn import TransactionStatus
+from tests.txn.conftest import FAST_CHECKER, FAST_MEMBERSHIP, Store, tx_ids, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -127,7 +126,7 @@ def test_checker_killed_and_restarted_mid_run_ends_10k_transactions_correctly(rk
 
     def spawn() -> subprocess.Popen:
         log = open(tmp_path / f"checker{len(checkers)}.log", "w")
-        proc = subprocess.Popen([sys.executable, "-m", "facade.cli", "txn-checker", *flags], cwd=ROOT,
+        proc = subprocess.Popen([sys.executable, "-m", "rocketkafka.tools.cli", "txn-checker", *flags], cwd=ROOT,
                                 env=_env(rk_settings), stdout=log, stderr=log)
         checkers.append(proc)
         return proc
@@ -181,7 +180,8 @@ def _consume_idempotently(settings, group: str, topic: str, expected: int) -> Co
         with lock:
             handled[msg.id] += 1
 
-    consumer = PushConsumer(group, settings=settings, commit_interval_ms=200, **FAST_MEMBERSHIP)
+    consumer = PushConsumer(group, settings=settings, commit_interval_ms=200, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+                            **FAST_MEMBERSHIP)
     consumer.subscribe(topic, IdempotentConsumer(consumer, handle))
     consumer.start()
     try:

@@ -1,16 +1,7 @@
-"""The public surface of the txn package, pinned (and reachable through facade's lazy exports)."""
+"""The txn names are reachable through the root package's lazy exports (the surface itself: tests/architecture)."""
 
-import facade
-import txn
-
-
-def test_public_names_are_pinned_and_sorted():
-    assert txn.__all__ == sorted(txn.__all__) == [
-        "CheckerMetrics", "CheckerOptions", "CheckerStats", "TransactionCheckMessage", "TransactionChecker", "TransactionError",
-        "TransactionListenerError", "TransactionMQProducer", "TransactionMessageError", "TransactionOptions",
-        "TransactionSendResult", "TransactionStatus",
-    ]
-    assert all(hasattr(txn, name) for name in txn.__all__)
+import rocketkafka as facade
+from rocketkafka import txn
 
 
 def test_facade_exports_the_rocketmq_names():

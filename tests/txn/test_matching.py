@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from txn.matching import Decision, HalfOpLedger, decide
+from rocketkafka.txn.matching import Decision, HalfOpLedger, decide
 
 T, I = 6_000, 15  # RocketMQ's transaction timeout (ms) and max checks
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from facade import Message
-from tests.ordering.test_metrics import scrape
-from tests.txn.conftest import FAST_CHECKER, wait_until
-from tests.txn.test_transactions import COMMIT, ROLLBACK, Store
+from rocketkafka import Message
+from tests.conftest import scrape
+from tests.txn.conftest import COMMIT, FAST_CHECKER, ROLLBACK, Store, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from facade.codec import MalformedRecordError, encode_headers, header_map
-from facade.message import Message, MessageExt
-from facade.names import Header, TopicNames
-from facade.sender import Record
-from txn import TransactionListenerError, TransactionStatus
-from txn.records import OP_BODY, HalfMessage, OpRecord, half_record, probe_record
-from txn.status import as_status
+from rocketkafka.codec import encode_headers
+from rocketkafka.errors import MalformedRecordError
+from rocketkafka.headers import header_map
+from rocketkafka.message import Message, MessageExt
+from rocketkafka.names import Header, TopicNames
+from rocketkafka.record import Record
+from rocketkafka.txn import TransactionListenerError, TransactionStatus
+from rocketkafka.txn.records import OP_BODY, HalfMessage, OpRecord, half_record, probe_record
+from rocketkafka.txn.status import as_status
 
 TOPICS = TopicNames("rk")
 

@@ -11,35 +11,13 @@ from collections import Counter
 
 import pytest
 
-from facade import Message, MessageError, PushConsumer, TopicNotFoundError
-from facade.codec import header_map
-from facade.names import Header
-from txn import TransactionListenerError, TransactionMessageError, TransactionStatus
-from tests.txn.conftest import FAST_MEMBERSHIP, wait_until
+from rocketkafka import Message, MessageError, PushConsumer, TopicNotFoundError
+from rocketkafka.headers import header_map
+from rocketkafka.names import Header
+from rocketkafka.txn import TransactionListenerError, TransactionMessageError
+from tests.txn.conftest import COMMIT, FAST_MEMBERSHIP, ROLLBACK, UNKNOWN, Store, tx_ids, wait_until
 
 pytestmark = pytest.mark.integration
-
-COMMIT, ROLLBACK, UNKNOWN = TransactionStatus.COMMIT, TransactionStatus.ROLLBACK, TransactionStatus.UNKNOWN
-
-
-class Store:
-    """The user's local transaction store: what check_local_transaction consults, and how often it was asked."""
-
-    def __init__(self, default=UNKNOWN) -> None:
-        self.state: dict[str, TransactionStatus] = {}
-        self.checks: Counter[str] = Counter()
-        self.default = default
-        self.lock = threading.Lock()
-
-    def check(self, msg) -> TransactionStatus:
-        with self.lock:
-            self.checks[msg.transaction_id] += 1
-        return self.state.get(msg.transaction_id, self.default)
-
-
-def tx_ids(records) -> list[str]:
-    return [header_map(r.headers())[Header.TRANSACTION_ID].decode() for r in records]
-
 
 def test_commit_reaches_a_consumer_once_with_the_transaction_id(rk_settings, rk_topic, rk_group, make_producer,
                                                                  make_checker, read_topic):
@@ -51,7 +29,8 @@ def test_commit_reaches_a_consumer_once_with_the_transaction_id(rk_settings, rk_
     assert result.local_state is COMMIT and result.transaction_id == result.msg_id == msg.id
     assert result.topic == rk_settings.topics.half()
     seen = []
-    consumer = PushConsumer(rk_group, settings=rk_settings, commit_interval_ms=200, **FAST_MEMBERSHIP)
+    consumer = PushConsumer(rk_group, settings=rk_settings, commit_interval_ms=200, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+                            **FAST_MEMBERSHIP)
     consumer.subscribe(topic, seen.append)
     consumer.start()
     try:
@@ -220,7 +199,7 @@ def test_bad_input_raises_and_writes_nothing(rk_settings, rk_topic, make_produce
     with pytest.raises(TopicNotFoundError):
         producer.send_message_in_transaction(Message(topic + "-missing", b"m"), lambda m, a: ran.append(1))
     with pytest.raises(MessageError):
-        producer.send_message_in_transaction(Message(topic, "not bytes"), lambda m, a: ran.append(1))
+        producer.send_message_in_transaction(Message(topic, 12345), lambda m, a: ran.append(1))
     assert ran == [] and read_topic(rk_settings.topics.half()) == []
     with pytest.raises(TypeError):
         producer.send_message_in_transaction(Message(topic, b"x"), "not callable")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from facade.chaos.nemesis import FaultEvent
-from facade.chaos.report import render
-from facade.chaos.traffic import Sent
-from facade.chaos.verdict import judge, latency_buckets
-from facade.testing.history import HandlerCall
+from rocketkafka.tools.chaos.nemesis import FaultEvent
+from rocketkafka.tools.chaos.report import render
+from rocketkafka.tools.chaos.traffic import Sent
+from rocketkafka.tools.chaos.verdict import judge, latency_buckets
+from rocketkafka.testing.history import HandlerCall
 
 T0 = 1_800_000_000.0  # epoch seconds
 

@@ -21,7 +21,7 @@ import click
 import pytest
 import yaml
 
-from facade.cli import main as cli_main
+from rocketkafka.tools.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = REPO / "docker" / "compose.yaml"
@@ -145,14 +145,14 @@ def depends_on(service: dict[str, Any]) -> dict[str, str]:
 
 def known_env_names() -> set[str]:
     """Every ``ROCKETKAFKA_*`` variable the code reads through its pydantic settings (+ the Spark ones)."""
-    from delay.cli import ForwarderSettings
-    from delay.config import DelayConfig
-    from facade.config import Settings
-    from spark.engine import ENGINE_ENV
-    from txn.options import CheckerOptions
+    from rocketkafka.tools.forwarder_cli import ForwarderSettings
+    from rocketkafka.schedule.levels import DelayConfig
+    from rocketkafka.config import Settings
+    from rocketkafka.spark.engine import ENGINE_ENV
+    from rocketkafka.txn.options import _CheckerEnvironment
 
     names = {ENGINE_ENV, "ROCKETKAFKA_SPARK_MASTER", "ROCKETKAFKA_HOME"}
-    for cls in (Settings, ForwarderSettings, DelayConfig, CheckerOptions):
+    for cls in (Settings, ForwarderSettings, DelayConfig, _CheckerEnvironment):
         prefix = cls.model_config["env_prefix"]
         names |= {(prefix + field).upper() for field in cls.model_fields}
     return names

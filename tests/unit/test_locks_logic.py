@@ -6,9 +6,13 @@ import time
 
 import pytest
 
-from facade.errors import ConfigError
-from ordering import locks
-from ordering.locks import (Held, LockSettings, agree, issue_token, quorum, quorum_ttl, valid_until)
+from rocketkafka.errors import ConfigError
+import hashlib
+
+from rocketkafka.ordering.locks.nodes import SCRIPTS, SHAS
+from rocketkafka.ordering.locks.settings import partition_pairs, tally
+from rocketkafka.ordering.locks.table import _Lease
+from rocketkafka.ordering.locks import (Held, LockSettings, agree, issue_token, quorum, quorum_ttl, valid_until)
 
 
 @pytest.mark.parametrize(("nodes", "needed"), [(1, 1), (2, 2), (3, 2), (4, 3), (5, 3), (7, 4)])
@@ -92,35 +96,33 @@ def test_describe_needs_a_quorum_of_identical_entries():
 
 
 def test_votes_count_only_answering_nodes_that_say_ours():
-    assert locks._tally([b"101", None, b"100"], 3) == [2, 0, 1]
-    assert locks._tally([b"10", b"1"], 2) == [1, 0]  # a malformed answer is no vote
+    assert tally([b"101", None, b"100"], 3) == [2, 0, 1]
+    assert tally([b"10", b"1"], 2) == [1, 0]  # a malformed answer is no vote
 
 
 def test_partitions_are_validated_and_deduplicated():
-    assert locks._partitions([("t", 1), ("t", 0), ("t", 1)]) == [("t", 1), ("t", 0)]
+    assert partition_pairs([("t", 1), ("t", 0), ("t", 1)]) == [("t", 1), ("t", 0)]
     for bad in (["t"], [("t", -1)], [("", 0)], [("t", "0")], [("t", True)], [None]):
         with pytest.raises(ValueError):
-            locks._partitions(bad)
+            partition_pairs(bad)
 
 
-def test_evalsha_is_valid_resp():
-    keys = [locks._bulk("k1"), locks._bulk("k2")]
-    command = locks._evalsha("abc", keys, [locks._bulk("x") + locks._bulk("")], 2)
-    assert command == (b"*7\r\n$7\r\nEVALSHA\r\n$3\r\nabc\r\n$1\r\n2\r\n"
-                       b"$2\r\nk1\r\n$2\r\nk2\r\n$1\r\nx\r\n$0\r\n\r\n")
+def test_the_scripts_shas_are_those_redis_computes():
+    for name, text in SCRIPTS.items():
+        assert SHAS[name] == hashlib.sha1(text.encode()).hexdigest() and len(SHAS[name]) == 40
 
 
 def test_progress_is_sent_until_a_quorum_stored_it():
     held = Held("t", 0, fencing_token=4, acquired_at=0.0, valid_until=0.0)
-    lease = locks._Lease(held, "tok", locks._bulk("lock"), locks._bulk("fence"))
+    lease = _Lease(held, "tok", "lock", "fence")
     assert lease.progress() is None
-    assert lease.claim_args(None) == b"$3\r\ntok\r\n$1\r\n4\r\n$0\r\n\r\n$0\r\n\r\n"
+    assert lease.claim_args(None) == ("tok", "4", "", "")
     lease.delivered, lease.acked = 10, 7
     assert lease.progress() == (10, 7)
     lease.written = (10, 7)
     assert lease.progress() is None
     lease.set_fence(5)
-    assert lease.claim_args((11, 8)) == b"$3\r\ntok\r\n$1\r\n5\r\n$2\r\n11\r\n$1\r\n8\r\n"
+    assert lease.claim_args((11, 8)) == ("tok", "5", "11", "8")
 
 
 def test_held_is_valid_by_the_monotonic_clock():

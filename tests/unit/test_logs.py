@@ -8,9 +8,9 @@ import logging
 import pytest
 from click.testing import CliRunner
 
-from facade.logs import JsonFormatter, configure_logging, log_format, message_fields, record_fields
-from facade.message import MessageExt
-from facade.names import Header
+from rocketkafka.logs import JsonFormatter, configure_logging, log_format, message_fields, record_fields
+from rocketkafka.message import MessageExt
+from rocketkafka.names import Header
 
 
 def formatted(level: int, text: str, *args, **kw) -> dict:
@@ -50,7 +50,7 @@ def test_exceptions_and_unserialisable_extras_still_make_one_json_object():
 
 
 def test_the_format_comes_from_the_flag_else_the_environment(monkeypatch):
-    monkeypatch.setattr("facade.logs._chosen", {"format": None})
+    monkeypatch.setattr("rocketkafka.logs._chosen", {"format": None})
     monkeypatch.delenv("ROCKETKAFKA_LOG_FORMAT", raising=False)
     assert log_format() == "text"
     monkeypatch.setenv("ROCKETKAFKA_LOG_FORMAT", "JSON")
@@ -60,9 +60,9 @@ def test_the_format_comes_from_the_flag_else_the_environment(monkeypatch):
 
 
 def test_the_cli_switch_installs_the_json_formatter(monkeypatch):
-    from facade.cli import main
+    from rocketkafka.tools.cli import main
 
-    monkeypatch.setattr("facade.logs._chosen", {"format": None})
+    monkeypatch.setattr("rocketkafka.logs._chosen", {"format": None})
     root = logging.getLogger()
     saved = root.handlers[:], root.level
     try:

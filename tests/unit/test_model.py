@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from facade.codec import MalformedRecordError, decode, encode_headers
-from facade.errors import MessageError, SelectorError, TagExpressionError
-from facade.message import Message
-from facade.msgid import msg_id_timestamp_ms, new_msg_id
-from facade.murmur2 import murmur2, murmur2_partition
-from facade.names import Header, TopicNames, is_valid_topic_name
-from facade.selectors import hash_selector, select_partition
-from facade.tags import TagFilter
+from rocketkafka.codec import encode_headers
+from rocketkafka.errors import MalformedRecordError
+from rocketkafka.message import MessageExt
+from rocketkafka.errors import MessageError, SelectorError, TagExpressionError
+from rocketkafka.message import Message
+from rocketkafka.msgid import msg_id_timestamp_ms, new_msg_id
+from rocketkafka.murmur2 import murmur2, murmur2_partition
+from rocketkafka.names import Header, TopicNames, is_valid_topic_name
+from rocketkafka.queue_selectors import hash_selector, select_partition
+from rocketkafka.tags import TagFilter
 
 
 class FakeRecord:
@@ -65,7 +67,7 @@ def test_bad_tag_expressions_raise(expr):
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    ({"body": "text"}, "body must be bytes"),
+    ({"body": 3.5}, "body must be bytes"),  # a str is sent as UTF-8, as by rocketmq-client-python
     ({"tags": "A || B"}, "one non-empty tag"),
     ({"properties": {"rk.TAGS": "x"}}, "reserved prefix"),
     ({"properties": {"n": 1}}, "must be strings"),
@@ -87,18 +89,18 @@ def test_selector_result_is_checked():
 def test_codec_round_trip():
     msg = Message("t", b"body", tags="TagA", keys=["k1", "k2"], properties={"region": "eu"})
     headers = encode_headers(msg, "ID1", 123, {Header.RECONSUME_TIMES: "2"})
-    ext = decode(FakeRecord(b"body", b"k1", headers))
+    ext = MessageExt.of(FakeRecord(b"body", b"k1", headers)).decode()
     assert (ext.id, ext.tags, ext.keys, ext.key_list, ext.properties) == ("ID1", "TagA", "k1 k2", ["k1", "k2"], {"region": "eu"})
     assert (ext.reconsume_times, ext.born_timestamp, ext.queue_id, ext.queue_offset) == (2, 123, 3, 42)
 
 
 def test_foreign_record_gets_a_stable_id_and_garbled_headers_raise():
-    ext = decode(FakeRecord(headers=None))
+    ext = MessageExt.of(FakeRecord(headers=None)).decode()
     assert ext.id == "t@3@42" and ext.tags is None and ext.properties == {}
     with pytest.raises(MalformedRecordError, match="bad system header"):
-        decode(FakeRecord(headers=[(Header.TAGS, b"\xff\xfe")]))
+        MessageExt.of(FakeRecord(headers=[(Header.TAGS, b"\xff\xfe")])).decode()
     with pytest.raises(MalformedRecordError):
-        decode(FakeRecord(headers=[(Header.RECONSUME_TIMES, b"many")]))
+        MessageExt.of(FakeRecord(headers=[(Header.RECONSUME_TIMES, b"many")])).decode()
 
 
 def test_internal_topic_names_are_legal_kafka_names():
@@ -106,4 +108,5 @@ def test_internal_topic_names_are_legal_kafka_names():
     for name in (names.retry("my group/1"), names.dead_letter("g"), names.delay_level(3), names.half(), names.op(),
                  names.check_request("pg"), names.max_check()):
         assert is_valid_topic_name(name), name
-    assert names.retry("my group/1") == "rk.retry.my_group_1"
+    assert names.retry("my group/1") == "rk.retry.my_20_group_2f_1--bkgt7d74xjf4"  # escaped + hash: injective
+    assert names.retry("orders") == "rk.retry.orders"  # names of Kafka's alphabet keep their spelling

@@ -1,0 +1,232 @@
+"""The forwarder's handler: what happens to each record at the head of a delay topic's partition.
+
+Records of a delay topic (a *tier*: every record waits the same time) are in due-time
+order, so only the head matters (:mod:`rocketkafka.schedule.tiers`). Front to back, each
+record is
+
+- due: produced to its real topic and partition;
+- past its hop but not due: re-routed to the tier the plan picks for the rest, or, when
+  at most ``hold_ms`` remain, held in memory and produced exactly on time
+  (:mod:`~rocketkafka.delay.holds`) while the partition goes on;
+- not past its hop: the partition pauses until it is (no polling, no thread per record).
+
+Produces are asynchronous: a batch's :class:`~rocketkafka.deliveries.BatchAck` is the
+work manager's settlement, so the commit point passes a record only once its delivery
+is acknowledged -- a crash re-forwards at most the unacknowledged tail (duplicates,
+never loss, never early: the due time is checked again). A record that cannot be
+forwarded (missing or garbled delay headers, an unknown real topic or partition) goes
+to the forwarder group's dead-letter topic with the reason.
+
+**What the delivered record carries.** RocketMQ clears ``DELAY`` on delivery; here the
+routing headers go (``REAL_TOPIC``, ``REAL_QID``, ``ORIGIN_TS``: they name where the record
+was going, which it has reached) and the provenance stays: ``DELIVER_AT`` (when it was
+due, epoch ms) and ``DELAY`` (its level, for level messages), so the real topic shows
+which messages were delayed, how long, and how late they arrived (the Spark view and
+``audit-delay`` read them there). A retry copy of a delivered message is routed afresh:
+the router replaces every delay header.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from rocketkafka.deliveries import Ack, BatchAck
+from rocketkafka.delay.holds import HoldTimer
+from rocketkafka.delay.metrics import ForwarderMetrics
+from rocketkafka.errors import InvalidTopicNameError, TopicNotFoundError
+from rocketkafka.logs import record_fields
+from rocketkafka.names import Header
+from rocketkafka.ordering.listening import LOCK_RECHECK_MS
+from rocketkafka.ordering.partition import Batch
+from rocketkafka.ordering.work import Outcome
+from rocketkafka.schedule.routing import DELAY_HEADERS, now_ms
+from rocketkafka.schedule.tiers import DELIVER, Deliver, Hold, Hop, Tiers, Wait
+
+log = logging.getLogger(__name__)
+
+_DELIVER_AT, _REAL_TOPIC, _REAL_QID, _LEVEL = Header.DELIVER_AT, Header.REAL_TOPIC, Header.REAL_QUEUE_ID, \
+    Header.DELAY_LEVEL
+#: The delay headers a delivered record keeps (see the module docstring).
+PROVENANCE_HEADERS = frozenset({_DELIVER_AT, _LEVEL})
+
+
+class DelayRecordError(Exception):
+    """A delay record the forwarder cannot act on; its message is the dead-letter reason."""
+
+
+class ForwardHandler:
+    """Forwards, re-routes or holds the due records at the front of a delay partition's batch.
+
+    Parameters:
+        tiers: the level and step topics and the hop plan.
+        producer: the confluent-kafka producer (its delivery reports are served elsewhere).
+        partitions: partition counts of delay and real topics (refreshed off the hot path).
+        lookup: ``topic -> partition count`` asked once for a real topic not seen yet
+            (raises :class:`~rocketkafka.errors.TopicNotFoundError`).
+        dead_letter: ``(record, reason)``: writes a record that cannot be forwarded, durably.
+        metrics: lateness and counts.
+        max_ahead_ms: a due time further out than this is garbage.
+    """
+
+    def __init__(self, tiers: Tiers, producer: Any, partitions: dict[str, int], lookup: Callable[[str], int],
+                 dead_letter: Callable[[Any, str], None], metrics: ForwarderMetrics, max_ahead_ms: int) -> None:
+        self.tiers, self._kafka, self._partitions, self._lookup = tiers, producer, partitions, lookup
+        self._dead_letter, self.metrics, self._max_ahead = dead_letter, metrics, max_ahead_ms
+        self.holds = HoldTimer()
+
+    def close(self) -> None:
+        self.holds.close()
+
+    def handle(self, batch: Batch) -> Outcome:
+        """The work manager's BatchHandler: forward records from ``batch.index`` (see the module docstring)."""
+        work = batch.work
+        if not work.admit(batch):
+            return Outcome(0)
+        records, start, end = batch.records, batch.index, batch.limit
+        tier = self.tiers.by_topic[work.topic]
+        ack = BatchAck()
+        on_delivery = ack.track_many()
+        kafka, partitions, on_forward = self._kafka, self._partitions, self.metrics.on_forward
+        valid_until = work.valid_until()
+        now = now_ms()
+        for i in range(start, end):
+            if i & 63 == 63:  # every 64 records: the clock, and whether the lock still holds
+                now = now_ms()
+                if time.monotonic() >= valid_until:
+                    valid_until = work.valid_until()
+                    if time.monotonic() >= valid_until:  # a stalled process stops: its lock may be gone
+                        return Outcome(i - start, ack.close(), LOCK_RECHECK_MS)
+            record = records[i]
+            headers = record.headers() or []
+            try:
+                due, real_topic, real_partition, cut = self._fields(headers, now)
+            except DelayRecordError as exc:
+                self._dead_letter(record, str(exc))
+                continue
+            action: Wait | Hold | Hop | Deliver
+            if due <= now:  # the common case of a backlog: due, deliver (never before the due time)
+                action = DELIVER
+            else:
+                action = self.tiers.decide(tier, record.timestamp()[1], due, now_ms())
+                if isinstance(action, Wait):
+                    return Outcome(i - start, ack.close(), action.ms)
+            if isinstance(action, Hop):
+                target = action.tier.topic
+                partition = self.tiers.partition_for(real_topic, real_partition, partitions[target])
+                self._send(target, partition, record.key(), record.value(), headers, ack.track())
+                self.metrics.on_reroute()
+                continue
+            known = partitions.get(real_topic)
+            if known is None or real_partition >= known:
+                reason = self._check_destination(real_topic, real_partition)
+                if reason is not None:
+                    self._dead_letter(record, reason)
+                    continue
+            kept = _delivered_headers(headers, cut)
+            if isinstance(action, Hold):
+                ack.follow(self.holds.add(due, partial(self._deliver, real_topic, real_partition, record.key(),
+                                                       record.value(), kept, due)))
+                continue
+            on_delivery.add()
+            try:
+                kafka.produce(real_topic, record.value(), record.key(), partition=real_partition, headers=kept,
+                              on_delivery=on_delivery)
+            except BufferError:  # the producer's queue is full: wait for room
+                on_delivery.cancel()
+                self._send(real_topic, real_partition, record.key(), record.value(), kept, ack.track())
+            on_forward(now - due)
+        return Outcome(end - start, ack.close())
+
+    def _fields(self, headers: list[tuple[str, bytes | None]], now: int) -> tuple[int, str, int, int]:
+        """Due time, real topic, real partition, and where the delay headers start (-1: scattered).
+
+        The router appends the delay headers last, so they are read from the end; anything else is
+        looked for everywhere and validated.
+
+        Raises:
+            DelayRecordError: missing or garbled delay headers, or a due time beyond the maximum delay.
+        """
+        raw_due = raw_topic = raw_qid = None
+        cut = len(headers)
+        for i in range(cut - 1, -1, -1):
+            name = headers[i][0]
+            if name not in DELAY_HEADERS:
+                break
+            cut = i
+            if name == _DELIVER_AT:
+                raw_due = headers[i][1]
+            elif name == _REAL_TOPIC:
+                raw_topic = headers[i][1]
+            elif name == _REAL_QID:
+                raw_qid = headers[i][1]
+        if raw_due is None or raw_topic is None or raw_qid is None:  # not at the end: look everywhere
+            cut = -1
+            for name, value in headers:
+                if name == _DELIVER_AT:
+                    raw_due = value
+                elif name == _REAL_TOPIC:
+                    raw_topic = value
+                elif name == _REAL_QID:
+                    raw_qid = value
+        for name, value in ((_DELIVER_AT, raw_due), (_REAL_TOPIC, raw_topic), (_REAL_QID, raw_qid)):
+            if value is None:
+                raise DelayRecordError(f"missing header {name}")
+        try:
+            due, topic, partition = int(raw_due), raw_topic.decode(), int(raw_qid)  # type: ignore[arg-type, union-attr]
+        except (TypeError, ValueError, UnicodeDecodeError) as exc:
+            raise DelayRecordError(f"garbled delay header ({exc})") from None
+        if not topic:
+            raise DelayRecordError("empty real topic")
+        if partition < 0:
+            raise DelayRecordError(f"real partition {partition} is negative")
+        if due < 0 or due > now + self._max_ahead:
+            raise DelayRecordError(f"due time {due} is outside 0 .. now + the maximum delay")
+        return due, topic, partition, cut
+
+    def _check_destination(self, topic: str, partition: int) -> str | None:
+        """Why ``topic``/``partition`` cannot receive the record, or ``None`` when it can."""
+        partitions = self._partitions.get(topic)
+        if partitions is None:  # first record for this topic: ask the broker once
+            try:
+                partitions = self._partitions[topic] = self._lookup(topic)
+            except TopicNotFoundError:
+                return f"unknown real topic {topic!r}"
+            except InvalidTopicNameError as exc:  # a forged or garbled REAL_TOPIC: it can never exist
+                return f"real topic can never exist: {exc}"
+        if partition >= partitions:
+            return f"real partition {partition} does not exist in {topic!r} ({partitions} partitions)"
+        return None
+
+    def _send(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
+              headers: list[tuple[str, bytes | None]], on_delivery: Callable[[Any, Any], None]) -> None:
+        kafka = self._kafka
+        while True:
+            try:
+                kafka.produce(topic, value, key, partition=partition, headers=headers, on_delivery=on_delivery)
+                return
+            except BufferError:
+                kafka.poll(0.01)
+
+    def _deliver(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
+                 headers: list[tuple[str, bytes | None]], due: int) -> Ack:
+        """A held record's delivery, at its due time (the hold timer's thread)."""
+        ack = BatchAck()
+        self._send(topic, partition, key, value, headers, ack.track())
+        self.metrics.on_forward(now_ms() - due)
+        return ack.close() or ack
+
+
+def _delivered_headers(headers: list[tuple[str, bytes | None]], cut: int) -> list[tuple[str, bytes | None]]:
+    """The headers of the delivered record: everything but the routing headers (provenance kept)."""
+    if cut >= 0:
+        return headers[:cut] + [(k, v) for k, v in headers[cut:] if k in PROVENANCE_HEADERS]
+    return [(k, v) for k, v in headers if k not in DELAY_HEADERS or k in PROVENANCE_HEADERS]
+
+
+def log_dead_letter(record: Any, reason: str) -> None:
+    log.error("delay record %s[%d]@%d cannot be forwarded: %s", record.topic(), record.partition(), record.offset(),
+              reason, extra=record_fields(record))

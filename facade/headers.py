@@ -1,0 +1,94 @@
+"""Reading the system headers of a Kafka record, validated: what a foreign writer could forge is checked here.
+
+System properties travel as ``rk.*`` headers with UTF-8 values, user properties as
+plain headers (:mod:`rocketkafka.names`). A record from a foreign producer (no ``rk.*``
+headers) is fine: its message id is ``topic@partition@offset``, stable across
+re-deliveries. A record whose system headers are garbled -- not UTF-8, a count or a
+time that is not a non-negative integer -- raises :class:`~rocketkafka.errors.MalformedRecordError`,
+which consumers and services route to the dead-letter topic.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from rocketkafka.errors import MalformedRecordError
+from rocketkafka.names import HEADER_PREFIX, Header
+
+_MSG_ID, _TAGS, _KEYS = Header.MSG_ID, Header.TAGS, Header.KEYS
+_RECONSUME, _BORN = Header.RECONSUME_TIMES, Header.BORN_TIMESTAMP
+
+#: The largest reconsume count a record may carry (a forged huge count would only dead-letter at once).
+MAX_RECONSUME_TIMES_HEADER = 1_000_000
+
+
+class SystemHeaders(NamedTuple):
+    """What the ``rk.*`` headers of a record say, and its user properties."""
+
+    msg_id: str
+    tags: str | None
+    keys: str | None
+    reconsume_times: int
+    born_ms: int | None
+    properties: dict[str, str]
+    headers: list[tuple[str, bytes | None]]
+
+
+def record_id(record: Any) -> str:
+    """The id of a record without a message id header: ``topic@partition@offset`` (stable across re-deliveries)."""
+    return f"{record.topic()}@{record.partition()}@{record.offset()}"
+
+
+def read_headers(record: Any) -> SystemHeaders:
+    """The system headers of a confluent-kafka record, validated.
+
+    Raises:
+        MalformedRecordError: a system header is not UTF-8, or a count or time is not a
+            non-negative integer.
+    """
+    headers = record.headers() or []
+    msg_id = tags = keys = None
+    reconsume, born = 0, None
+    props: dict[str, str] = {}
+    try:
+        for name, value in headers:
+            if name.startswith(HEADER_PREFIX):
+                if value is None:
+                    continue
+                if name == _MSG_ID:
+                    msg_id = value.decode()
+                elif name == _TAGS:
+                    tags = value.decode()
+                elif name == _KEYS:
+                    keys = value.decode()
+                elif name == _RECONSUME:
+                    reconsume = _count(value, name, MAX_RECONSUME_TIMES_HEADER)
+                elif name == _BORN:
+                    born = _count(value, name, 1 << 62)
+                else:
+                    value.decode()  # other system headers must be UTF-8 too
+            elif value is not None:
+                props[name] = value.decode("utf-8", "replace")
+    except (UnicodeDecodeError, ValueError, AttributeError, TypeError) as exc:
+        raise MalformedRecordError(record.topic(), record.partition(), record.offset(), f"bad system header ({exc})") from exc
+    return SystemHeaders(msg_id or record_id(record), tags, keys, reconsume, born, props, headers)
+
+
+def _count(value: bytes, name: str, limit: int) -> int:
+    number = int(value)
+    if not 0 <= number <= limit:
+        raise ValueError(f"{name} is {number}, outside 0..{limit}")
+    return number
+
+
+def tags_of(record: Any) -> str | None:
+    """The TAGS header of a raw record, without decoding the rest (for fast filtering)."""
+    for name, value in record.headers() or ():
+        if name == _TAGS:
+            return value.decode("utf-8", "replace") if value is not None else None
+    return None
+
+
+def header_map(headers: list[tuple[str, bytes | None]] | None) -> dict[str, bytes | None]:
+    """Headers as a dict (the last value wins, as Kafka's ``lastHeader``)."""
+    return dict(headers) if headers else {}

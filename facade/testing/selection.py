@@ -1,0 +1,33 @@
+"""Which backend a test session uses: ``--rk-backend`` or ``ROCKETKAFKA_TEST_BACKEND``.
+
+Unset, it is ``external`` when the environment names a broker, else ``embedded``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from rocketkafka.errors import ConfigError
+from rocketkafka.extras import require
+from rocketkafka.testing.backends import Backend, EmbeddedBackend, ExternalBackend
+
+#: The backend names ``--rk-backend`` and ``ROCKETKAFKA_TEST_BACKEND`` accept.
+BACKENDS = ("embedded", "external", "testcontainers")
+
+
+def select_backend(name: str | None = None) -> Backend:
+    """The backend named by ``name`` or ``ROCKETKAFKA_TEST_BACKEND`` (see module docstring)."""
+    name = name or os.environ.get("ROCKETKAFKA_TEST_BACKEND") or (
+        "external" if os.environ.get("ROCKETKAFKA_BOOTSTRAP_SERVERS") else "embedded"
+    )
+    if name == "embedded":
+        return EmbeddedBackend()
+    if name == "external":
+        return ExternalBackend()
+    if name == "testcontainers":
+        require("docker", "testing", "the testcontainers backend")
+        require("testcontainers", "testing", "the testcontainers backend")
+        from rocketkafka.testing.containers import ContainersBackend
+
+        return ContainersBackend()
+    raise ConfigError(f"unknown test backend {name!r}: use embedded, external or testcontainers")

@@ -1,0 +1,88 @@
+"""``rocketkafka bench consume``: every consumer of the façade beside raw confluent-kafka, round by round.
+
+One topic is filled once (``count`` records of 100 B, 8 partitions, 256 message keys);
+then each round every contender reads all of it from the start in a fresh process
+(:mod:`~rocketkafka.tools.bench.contenders`), in a rotated order. References run in
+the same rounds: ``raw`` (a ``consume(1000)`` loop), ``raw+call`` (the same loop
+calling a Python no-op per record: the floor of any per-message Python API) and, for
+the drop-in's ``poll()``, ``raw-poll`` (confluent's own ``poll()`` loop: one record per
+call costs the same in both). Each figure is the median over rounds of the
+steady-state rate, with its min-max, and the median of its per-round ratios to its
+raw reference and to the floor.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from confluent_kafka import Producer
+
+from rocketkafka.admin import TopicAdmin
+from rocketkafka.config import Settings
+from rocketkafka.tools.bench.rounds import Log, figure, interleave, run_contender
+from rocketkafka.tools.bench.rows import BenchRow, Target
+
+#: Issue 12's targets, as ratios to a raw reference (the last field) in the same round.
+TARGETS: dict[str, tuple[str, Target, str]] = {
+    "push-concurrent": ("PushConsumer concurrent, no-op listener", Target(">=", 0.7, "ratio", "goal 0.9x"), "raw"),
+    "push-orderly": ("PushConsumer orderly (partition), no-op", Target(">=", 0.6, "ratio"), "raw"),
+    "push-keyed": ("PushConsumer key-ordered, no-op", Target(">=", 0.5, "ratio"), "raw"),
+    "push-batch": ("PushConsumer batch listener (32), no-op", Target(">=", 0.9, "ratio"), "raw"),
+    "dropin-poll": ("drop-in Consumer.poll()", Target(">=", 0.9, "ratio"), "raw-poll"),
+    "dropin-consume": ("drop-in Consumer.consume(1000)", Target(">=", 0.9, "ratio"), "raw"),
+}
+PARTITIONS, KEYS, SIZE = 8, 256, 100
+
+
+def fill(settings: Settings, count: int, partitions: int = PARTITIONS, keys: int = KEYS) -> str:
+    """A new topic holding ``count`` keyed records; its name."""
+    topic = f"bench-consume-{uuid.uuid4().hex[:8]}"
+    TopicAdmin(settings).create(topic, partitions=partitions)
+    p = Producer(settings.kafka_config(**{"linger.ms": 20, "batch.num.messages": 10_000}))
+    body = b"x" * SIZE
+    for i in range(count):
+        key = b"key-%d" % (i % keys)
+        while True:
+            try:
+                p.produce(topic, body, key)
+                break
+            except BufferError:
+                p.poll(0.05)
+    p.flush(120)
+    return topic
+
+
+def bench_consume(settings: Settings, count: int = 500_000, rounds: int = 3,
+                  modes: tuple[str, ...] = tuple(TARGETS), log: Log = print) -> list[BenchRow]:
+    """Fill a topic, read it with every mode and both references for ``rounds`` rounds; the rows."""
+    log(f"filling a topic with {count:,} records")
+    topic = fill(settings, count)
+    names = ["raw", "raw+call", *(["raw-poll"] if "dropin-poll" in modes else []), *modes]
+
+    def run_one(mode: str) -> dict[str, Any]:
+        return run_contender(settings, {"kind": "consume", "mode": mode, "topic": topic, "partitions": PARTITIONS,
+                                        "count": count})
+
+    results = interleave(names, run_one, rounds, log)
+    raw = figure(results, "raw", "rate")
+    floor = figure(results, "raw+call", "rate", "raw")
+    detail = f"{count:,} x {SIZE} B, {PARTITIONS} partitions, median of {rounds} rounds"
+    rows = [BenchRow("consume", "raw confluent-kafka consume(1000) loop", raw.median, "msg/s", spread=raw.spread,
+                     detail=detail),
+            BenchRow("consume", "raw + a Python call per record (the floor)", floor.median, "msg/s", raw.median,
+                     spread=floor.spread, ratios=floor.ratios)]
+    if "raw-poll" in names:
+        polled = figure(results, "raw-poll", "rate", "raw")
+        rows.append(BenchRow("consume", "raw confluent-kafka poll() loop", polled.median, "msg/s", raw.median,
+                             spread=polled.spread, ratios=polled.ratios))
+    for mode in modes:
+        title, target, reference = TARGETS[mode]
+        ours = figure(results, mode, "rate", reference)
+        to_floor = figure(results, mode, "rate", "raw+call")
+        startup = sorted(r["first_s"] for r in results[mode])[len(results[mode]) // 2]
+        base = figure(results, reference, "rate").median
+        rows.append(BenchRow("consume", title, ours.median, "msg/s", base, reference, target=target,
+                             spread=ours.spread, ratios=ours.ratios, floor_name="floor", floor_ratios=to_floor.ratios,
+                             detail=f"first record after {startup:.2f} s"))
+    return rows

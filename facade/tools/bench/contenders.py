@@ -1,0 +1,237 @@
+"""One benchmark contender per process: ``python -m rocketkafka.tools.bench.contenders '<json spec>'``.
+
+The spec names a ``kind`` (``consume`` or ``latency``) and a ``mode`` (which client, how);
+the process reads settings from the environment, runs, and prints one JSON line with
+its figures. :mod:`~rocketkafka.tools.bench.rounds` runs them round by round.
+
+- ``consume``: read ``count`` records of a filled topic from its start; the rate is
+  steady-state (first record handled to last), start-up is reported apart (``first_s``).
+- ``latency``: once the client owns every partition, a paced producer process sends
+  ``rate`` msg/s for ``seconds``, each record carrying its send time; the figures are
+  percentiles of handler time minus send time (one clock: same machine).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, Producer, TopicPartition
+
+from rocketkafka.config import Settings
+from rocketkafka.tools.bench.rounds import percentile
+
+#: Consume modes: a raw loop, the same loop calling a Python function per record (the floor of any
+#: per-message Python API), the PushConsumer's modes, and the drop-in Kafka consumer.
+CONSUME_MODES = ("raw", "raw+call", "raw-poll", "push-concurrent", "push-orderly", "push-keyed", "push-batch",
+                 "dropin-poll", "dropin-consume")
+#: Latency modes: raw with librdkafka's defaults, raw tuned for latency, PushConsumer with *its* defaults.
+LATENCY_MODES = ("raw-default", "raw-tuned", "push-concurrent", "push-orderly")
+#: What "raw tuned for latency" sets: the broker answers a fetch after at most 5 ms without data.
+RAW_TUNED = {"fetch.wait.max.ms": 5}
+SEND_TIME = "bench.sent"  # header: epoch seconds as text
+
+
+def main(argv: list[str]) -> None:
+    spec = json.loads(argv[0])
+    settings = Settings.load()
+    runner = {"consume": consume, "latency": latency}[spec.pop("kind")]
+    print(json.dumps(runner(settings, **spec)), flush=True)
+
+
+# -- throughput --------------------------------------------------------------------------------
+class _Meter:
+    """Counts handled records; the first and the ``count``-th set the steady-state window."""
+
+    def __init__(self, count: int) -> None:
+        self.count, self.seen = count, 0
+        self.first = self.last = 0.0
+        self.done = threading.Event()
+        self._lock = threading.Lock()  # listeners of a concurrent consumer tick from several threads
+
+    def tick(self, n: int = 1) -> None:
+        if not n:
+            return
+        with self._lock:
+            if self.seen == 0:
+                self.first = time.perf_counter()
+            self.seen += n
+            if self.seen >= self.count and not self.done.is_set():
+                self.last = time.perf_counter()
+                self.done.set()
+
+
+def consume(settings: Settings, mode: str, topic: str, partitions: int, count: int,
+            timeout: float = 300.0) -> dict[str, Any]:
+    """Read ``count`` records of ``topic`` from its start in ``mode``; steady rate, start-up, CPU."""
+    meter = _Meter(count)
+    started, cpu0 = time.perf_counter(), time.process_time()
+    if mode in ("raw", "raw+call", "raw-poll"):
+        _raw_loop(settings, topic, partitions, meter, mode, timeout=timeout)
+    elif mode.startswith("push-"):
+        _push(settings, topic, mode[5:], meter, timeout)
+    elif mode.startswith("dropin-"):
+        _drop_in(settings, topic, mode[7:], meter, timeout)
+    else:
+        raise ValueError(f"unknown consume mode {mode!r}; choose from {', '.join(CONSUME_MODES)}")
+    if not meter.done.is_set():
+        raise TimeoutError(f"{mode}: {count} records not consumed within {timeout} s")
+    window = meter.last - meter.first
+    return {"mode": mode, "rate": (count - 1) / window if window > 0 else float("inf"),
+            "first_s": meter.first - started, "cpu_s": time.process_time() - cpu0, "wall_s": meter.last - started}
+
+
+def _noop(_record: Any) -> None:
+    pass
+
+
+def _raw_loop(settings: Settings, topic: str, partitions: int, meter: _Meter, mode: str, timeout: float) -> None:
+    c = Consumer(settings.kafka_config(**{"group.id": f"bench-raw-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False}))
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    deadline, noop = time.monotonic() + timeout, _noop
+    while not meter.done.is_set() and time.monotonic() < deadline:
+        if mode == "raw-poll":
+            meter.tick(c.poll(1.0) is not None)
+            continue
+        records = c.consume(1000, 1.0)
+        if mode == "raw+call":
+            for record in records:
+                noop(record)
+        meter.tick(len(records))
+    c.close()
+
+
+def _push(settings: Settings, topic: str, mode: str, meter: _Meter, timeout: float) -> None:
+    from rocketkafka.ordering.push_consumer import PushConsumer
+
+    options: dict[str, Any] = {"consume_from_where": "CONSUME_FROM_FIRST_OFFSET"}
+    if mode in ("orderly", "keyed"):
+        options["orderly"] = True
+    if mode == "keyed":
+        options["order_key"] = "key"
+    c = PushConsumer(f"bench-{mode}-{uuid.uuid4().hex[:8]}", settings=settings, **options)
+    tick = meter.tick
+    if mode == "batch":
+        c.subscribe_batch(topic, lambda messages: tick(len(messages)))
+    else:
+        c.subscribe(topic, lambda _msg: tick())
+    c.start()
+    meter.done.wait(timeout)
+    c.shutdown()
+
+
+def _drop_in(settings: Settings, topic: str, how: str, meter: _Meter, timeout: float) -> None:
+    from rocketkafka.kafka import Consumer as DropIn
+
+    c = DropIn(settings.kafka_config(**{"group.id": f"bench-dropin-{uuid.uuid4().hex[:8]}",
+                                        "auto.offset.reset": "earliest"}))  # Redis: from the environment
+    c.subscribe([topic])
+    deadline = time.monotonic() + timeout
+    while not meter.done.is_set() and time.monotonic() < deadline:
+        if how == "poll":
+            record = c.poll(1.0)
+            if record is not None and record.error() is None:
+                meter.tick()
+        else:
+            meter.tick(sum(1 for r in c.consume(1000, 1.0) if r.error() is None))
+    c.close()
+
+
+# -- latency -----------------------------------------------------------------------------------
+def latency(settings: Settings, mode: str, topic: str, partitions: int, rate: int, seconds: float) -> dict[str, Any]:
+    """Owning every partition first, receive ``rate`` msg/s for ``seconds``; produce->handler percentiles."""
+    expected = int(rate * seconds)
+    lags: list[float] = []
+    done = threading.Event()
+
+    def seen(record: Any) -> None:
+        now = time.time()
+        for name, value in record.headers() or ():
+            if name == SEND_TIME:
+                lags.append(now - float(value))
+        if len(lags) >= expected:
+            done.set()
+
+    stop, ready = _latency_client(settings, mode, topic, partitions, seen)
+    ready()
+    time.sleep(0.5)  # the first fetches are out: measure the steady state, not the start
+    sender = multiprocessing.get_context("spawn").Process(
+        target=_paced_send, args=(settings.kafka_config(), topic, rate, seconds), daemon=True)
+    sender.start()
+    done.wait(seconds + 30)
+    sender.join(10)
+    stop()
+    if len(lags) < expected:
+        raise TimeoutError(f"{mode}: {len(lags)} of {expected} records arrived")
+    ordered = sorted(lags)
+    return {"mode": mode, "p50_ms": percentile(ordered, 50) * 1000, "p99_ms": percentile(ordered, 99) * 1000,
+            "max_ms": ordered[-1] * 1000, "records": len(ordered)}
+
+
+def _latency_client(settings: Settings, mode: str, topic: str, partitions: int,
+                    seen: Callable[[Any], None]) -> tuple[Callable[[], None], Callable[[], None]]:
+    """Start the client of ``mode``; returns (stop, wait until it owns every partition)."""
+    if mode.startswith("raw-"):
+        extra = RAW_TUNED if mode == "raw-tuned" else {}
+        c = Consumer(settings.kafka_config(**{"group.id": f"bench-lat-{uuid.uuid4().hex[:8]}",
+                                              "enable.auto.commit": False, **extra}))
+        c.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
+        running = threading.Event()
+        running.set()
+
+        def loop() -> None:  # Kafka's usual loop; consume(n, t) would wait for n records or t, adding up to t
+            while running.is_set():
+                record = c.poll(0.1)
+                if record is not None and record.error() is None:
+                    seen(record)
+            c.close()
+
+        thread = threading.Thread(target=loop, daemon=True)
+        thread.start()
+
+        def stop_raw() -> None:
+            running.clear()
+            thread.join(5)
+
+        return stop_raw, lambda: time.sleep(0.5)
+    if mode not in ("push-concurrent", "push-orderly"):
+        raise ValueError(f"unknown latency mode {mode!r}; choose from {', '.join(LATENCY_MODES)}")
+    from rocketkafka.ordering.push_consumer import PushConsumer
+
+    pc = PushConsumer(f"bench-lat-{uuid.uuid4().hex[:8]}", settings=settings, orderly=mode == "push-orderly")
+    pc.subscribe(topic, lambda msg: seen(msg.record))
+    pc.start()
+
+    def owns_all() -> None:
+        deadline = time.monotonic() + 60
+        while len(pc.assignment()) < partitions:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{mode}: did not own {partitions} partitions within 60 s")
+            time.sleep(0.05)
+
+    return pc.shutdown, owns_all
+
+
+def _paced_send(config: dict[str, Any], topic: str, rate: int, seconds: float) -> None:
+    """Send ``rate`` msg/s for ``seconds`` in 1 ms steps, each record stamped with its send time."""
+    p = Producer(config)
+    body, total = b"x" * 100, int(rate * seconds)
+    start = time.perf_counter()
+    for i in range(total):
+        due = start + i / rate
+        delay = due - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        p.produce(topic, body, headers=[(SEND_TIME, repr(time.time()).encode())])
+        p.poll(0)
+    p.flush(30)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,272 @@
+"""Producer throughput beside raw confluent-kafka and "raw + same work", interleaved, each run in a fresh process.
+
+Contenders (100-byte bodies, one 8-partition topic, ``linger.ms=5``, idempotence on, the same
+config for every one; each loop calls ``poll(0)`` after every message, as an application serving
+delivery reports does, and ``flush()`` at the end, which is timed):
+
+- ``raw``: ``confluent_kafka.Producer.produce(topic, body)``;
+- ``raw+headers``: raw produce with the headers a tagged, keyed message of ours carries (a fresh
+  message id and born time per message, tags, keys): the floor of ``send_oneway`` and of the
+  drop-in's ``produce(tags=..., keys=...)``;
+- ``raw+headers+callback``: the same plus a per-message delivery callback: the floor of ``send_async``;
+- ``drop-in``: ``rocketkafka.kafka.Producer.produce(topic, body)`` (target >= 0.95x raw);
+- ``drop-in tags+keys``: ``produce(topic, body, tags="TagA", keys="k-1")``;
+- ``send_async`` / ``send_oneway``: RocketMQ-style, a ``Message(topic, body, tags=, keys=)`` per send.
+
+Every round runs each contender once, in a new process (no warm caches or allocator state carried
+over), in an order rotated per round, so the broker's drift spreads over all of them. A figure is
+the median over rounds with its min-max; ratios are medians of the per-round ratios.
+
+``python -m rocketkafka.tools.bench.produce --n 200000 --rounds 3`` prints the table (it uses the
+stack of ``ROCKETKAFKA_*`` / ``rocketkafka dev up``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rocketkafka.config import Settings
+from rocketkafka.tools.bench.rows import BenchRow, Target
+
+#: Issue 12: drop-in produce without extras >= 0.95x raw; RocketMQ sends and tagged produce
+#: >= 0.85x raw + same work and >= 0.5x raw.
+PLAIN_TARGET = Target(">=", 0.95, "ratio")
+FLOOR_TARGET = Target(">=", 0.85, "ratio")
+RAW_TARGET = Target(">=", 0.5, "ratio")
+
+#: contender -> (figure, its floor contender or None)
+CONTENDERS: dict[str, tuple[str, str | None]] = {
+    "raw": ("raw confluent-kafka produce", None),
+    "raw+headers": ("raw produce + same headers", None),
+    "raw+headers+callback": ("raw produce + same headers + delivery callback", None),
+    "drop-in": ("drop-in Producer.produce", None),
+    "drop-in-tags": ("drop-in produce(tags=, keys=)", "raw+headers"),
+    "send_async": ("RocketMQ Producer.send_async", "raw+headers+callback"),
+    "send_oneway": ("RocketMQ Producer.send_oneway", "raw+headers"),
+}
+
+BODY_SIZE = 100
+PARTITIONS = 8
+
+
+def producer_config(settings: Settings) -> dict[str, Any]:
+    """The config every contender gets (ours read ``bootstrap.servers`` from it too)."""
+    return settings.kafka_config(**{"linger.ms": 5, "enable.idempotence": True,
+                                    "queue.buffering.max.messages": 1_000_000})
+
+
+# -- the loops, run in the child process ---------------------------------------------------------
+def _loop_raw(config: dict[str, Any], topic: str, n: int, body: bytes) -> float:
+    from confluent_kafka import Producer as RawProducer
+
+    p = RawProducer(config)
+    produce, poll = p.produce, p.poll
+    start = time.perf_counter()
+    for _ in range(n):
+        produce(topic, body)
+        poll(0)
+    p.flush()
+    return time.perf_counter() - start
+
+
+def _same_headers() -> Callable[[], list[tuple[str, bytes]]]:
+    """Headers as our tagged, keyed message carries them, made per message with our id generator."""
+    from rocketkafka.msgid import new_msg_id_bytes
+    from rocketkafka.names import Header
+
+    uniq, born, tags, keys = Header.MSG_ID, Header.BORN_TIMESTAMP, Header.TAGS, Header.KEYS
+    time_ns = time.time_ns
+
+    def headers() -> list[tuple[str, bytes]]:
+        return [(uniq, new_msg_id_bytes()), (born, b"%d" % (time_ns() // 1_000_000)), (tags, b"TagA"), (keys, b"k-1")]
+
+    return headers
+
+
+def _loop_raw_headers(config: dict[str, Any], topic: str, n: int, body: bytes, callback: bool = False) -> float:
+    from confluent_kafka import Producer as RawProducer
+
+    p = RawProducer(config)
+    produce, poll, headers = p.produce, p.poll, _same_headers()
+    done = [0]
+
+    def delivered(err: Any, msg: Any) -> None:
+        done[0] += 1
+
+    start = time.perf_counter()
+    if callback:
+        for _ in range(n):
+            produce(topic, body, headers=headers(), on_delivery=delivered)
+            poll(0)
+    else:
+        for _ in range(n):
+            produce(topic, body, headers=headers())
+            poll(0)
+    p.flush()
+    return time.perf_counter() - start
+
+
+def _loop_drop_in(config: dict[str, Any], topic: str, n: int, body: bytes, extras: bool = False) -> float:
+    from rocketkafka.kafka import Producer as DropIn
+
+    p = DropIn(config)
+    produce, poll = p.produce, p.poll
+    start = time.perf_counter()
+    if extras:
+        for _ in range(n):
+            produce(topic, body, tags="TagA", keys="k-1")
+            poll(0)
+    else:
+        for _ in range(n):
+            produce(topic, body)
+            poll(0)
+    p.flush()
+    return time.perf_counter() - start
+
+
+def _loop_rocketmq(config: dict[str, Any], topic: str, n: int, body: bytes, oneway: bool = False) -> float:
+    from rocketkafka.message import Message
+    from rocketkafka.producer import Producer
+
+    done = [0]
+
+    def delivered(result: Any) -> None:
+        done[0] += 1
+
+    with Producer("bench", config) as p:
+        start = time.perf_counter()
+        if oneway:
+            send = p.send_oneway
+            for _ in range(n):
+                send(Message(topic, body, tags="TagA", keys="k-1"))
+        else:
+            send_async = p.send_async
+            for _ in range(n):
+                send_async(Message(topic, body, tags="TagA", keys="k-1"), delivered)
+        p.flush()
+        return time.perf_counter() - start
+
+
+_LOOPS: dict[str, Callable[[dict[str, Any], str, int, bytes], float]] = {
+    "raw": _loop_raw,
+    "raw+headers": _loop_raw_headers,
+    "raw+headers+callback": lambda c, t, n, b: _loop_raw_headers(c, t, n, b, callback=True),
+    "drop-in": _loop_drop_in,
+    "drop-in-tags": lambda c, t, n, b: _loop_drop_in(c, t, n, b, extras=True),
+    "send_async": _loop_rocketmq,
+    "send_oneway": lambda c, t, n, b: _loop_rocketmq(c, t, n, b, oneway=True),
+}
+
+
+def run_contender(name: str, settings: Settings, topic: str, n: int) -> float:
+    """Messages per second of one contender (in this process)."""
+    seconds = _LOOPS[name](producer_config(settings), topic, n, b"x" * BODY_SIZE)
+    return n / seconds
+
+
+# -- the driver ------------------------------------------------------------------------------------
+def _in_subprocess(name: str, settings: Settings, topic: str, n: int) -> float:
+    env = {**os.environ, **settings.environment()}
+    out = subprocess.run([sys.executable, "-m", "rocketkafka.tools.bench.produce", "--child", name, "--topic", topic,
+                          "--n", str(n)], env=env, capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"contender {name} failed: {out.stderr.strip()[-2000:]}")
+    return float(json.loads(out.stdout.strip().splitlines()[-1])["rate"])
+
+
+def measure(settings: Settings, n: int, rounds: int, contenders: Sequence[str] = tuple(CONTENDERS),
+            log: Callable[[str], Any] | None = None) -> dict[str, list[float]]:
+    """``{contender: [rate per round]}``; each round runs every contender once, order rotated per round."""
+    from rocketkafka.admin import TopicAdmin
+
+    admin = TopicAdmin(settings)
+    rates: dict[str, list[float]] = {c: [] for c in contenders}
+    order = list(contenders)
+    for r in range(rounds):
+        rotated = order[r % len(order):] + order[:r % len(order)]
+        if r % 2:
+            rotated.reverse()  # alternate direction too: no contender always follows the same one
+        for name in rotated:
+            topic = f"bench-produce-{uuid.uuid4().hex[:8]}"
+            admin.create(topic, partitions=PARTITIONS)
+            rates[name].append(_in_subprocess(name, settings, topic, n))
+            if log:
+                log(f"round {r + 1}/{rounds} {name}: {rates[name][-1]:,.0f} msg/s")
+    return rates
+
+
+def _spread(values: Sequence[float], fmt: str = "{:,.0f}") -> str:
+    return f"min-max {fmt.format(min(values))}-{fmt.format(max(values))}"
+
+
+def rows_of(rates: dict[str, list[float]], n: int) -> list[BenchRow]:
+    """Bench rows: each figure's median (min-max); ratios are medians of per-round ratios."""
+    rows: list[BenchRow] = []
+    raw = rates["raw"]
+    rounds = len(raw)
+    raw_median = statistics.median(raw)
+
+    def ratio_row(name: str, base: str, target: Target | None, baseline_name: str) -> BenchRow:
+        per_round = [a / b for a, b in zip(rates[name], rates[base])]
+        ratio = statistics.median(per_round)
+        value = statistics.median(rates[name])
+        # the row's ratio is value / baseline: choose the baseline so it equals the median per-round ratio
+        return BenchRow("produce", f"{CONTENDERS[name][0]} vs {baseline_name}", value, "msg/s", value / ratio,
+                        baseline_name, target,
+                        detail=f"{_spread(rates[name])} msg/s; ratio {ratio:.2f}x ({_spread(per_round, '{:.2f}')}), "
+                               f"median of {rounds} interleaved rounds")
+
+    rows.append(BenchRow("produce", CONTENDERS["raw"][0], raw_median, "msg/s",
+                         detail=f"{n:,} x {BODY_SIZE} B, {PARTITIONS} partitions, {_spread(raw)}, {rounds} rounds"))
+    for floor in ("raw+headers", "raw+headers+callback"):
+        if floor in rates:
+            rows.append(ratio_row(floor, "raw", None, "raw"))
+    if "drop-in" in rates:
+        rows.append(ratio_row("drop-in", "raw", PLAIN_TARGET, "raw"))
+    for name in ("drop-in-tags", "send_async", "send_oneway"):
+        if name in rates:
+            floor = CONTENDERS[name][1]
+            if floor in rates:
+                rows.append(ratio_row(name, floor, FLOOR_TARGET, "raw+same work"))
+            rows.append(ratio_row(name, "raw", RAW_TARGET, "raw"))
+    return rows
+
+
+def run(settings: Settings, n: int = 200_000, rounds: int = 3, log: Callable[[str], Any] | None = None) -> list[BenchRow]:
+    """Every contender ``rounds`` times (interleaved, fresh processes) with ``n`` messages each; the rows."""
+    if rounds < 1 or n < 1:
+        raise ValueError(f"rounds and n must be >= 1, got rounds={rounds!r}, n={n!r}")
+    return rows_of(measure(settings, n, rounds, log=log), n)
+
+
+def _main(argv: Sequence[str]) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m rocketkafka.tools.bench.produce", description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, default=200_000, help="messages per contender per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", default="", help="comma-separated contenders (raw is always run)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--topic", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    settings = Settings.load()
+    if args.child:
+        print(json.dumps({"rate": run_contender(args.child, settings, args.topic, args.n)}))
+        return
+    names = [c for c in CONTENDERS if not args.only or c == "raw" or c in args.only.split(",")]
+    from rocketkafka.tools.bench.report import print_rows
+
+    rows = rows_of(measure(settings, args.n, args.rounds, names, log=print), args.n)
+    print_rows(rows, f"produce {args.n:,} x {BODY_SIZE} B, {args.rounds} interleaved rounds", print)
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])

@@ -1,0 +1,50 @@
+"""``rocketkafka chaos``: a bounded fault run; exit status 1 on any loss, reorder, early delivery or visible rollback."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+from rocketkafka.tools.chaos.plan import ChaosPlan, Fault
+
+
+@click.command("chaos")
+@click.option("--duration", default=300.0, show_default=True, help="seconds of traffic and faults")
+@click.option("--fault-interval", default=ChaosPlan.model_fields["fault_interval"].default, show_default=True,
+              help="seconds between faults")
+@click.option("--faults", default=",".join(f.value for f in Fault), show_default=True,
+              help="comma-separated faults, injected round robin")
+@click.option("--seed", default=1, show_default=True, help="victim choice and traffic keys")
+@click.option("--rate-scale", default=1.0, show_default=True, help="multiply every traffic rate")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="output directory [chaos-results/<time>-<run id>]")
+def chaos(duration: float, fault_interval: float, faults: str, seed: int, rate_scale: float, out: Path | None) -> None:
+    """Run orderly, key-ordered, delayed and transactional traffic while killing, stopping and restarting
+    consumers, forwarders, the checker and Redis nodes, pausing the broker and a Redis majority, slowing a
+    handler past its lock lease, jumping a consumer's clock and adding partitions (where the broker can);
+    then check the history and print the figures."""
+    from rocketkafka.tools.chaos.nemesis import BrokerControl, RedisControl
+    from rocketkafka.tools.chaos.report import render
+    from rocketkafka.tools.chaos.run import run_chaos
+    from rocketkafka.testing.devstack import given_or_embedded
+
+    try:
+        chosen = [Fault(f.strip()) for f in faults.split(",") if f.strip()]
+    except ValueError as exc:
+        raise click.BadParameter(f"{exc}; known faults: {', '.join(f.value for f in Fault)}", param_hint="--faults")
+    plan = ChaosPlan(duration=duration, fault_interval=fault_interval, faults=chosen, seed=seed)
+    plan.rates = {kind: rate * rate_scale for kind, rate in plan.rates.items()}
+    out = out or Path("chaos-results") / f"{time.strftime('%Y%m%d-%H%M%S')}-{plan.run_id}"
+    with given_or_embedded(say=click.echo) as (settings, stack):
+        # a given cluster's Redis nodes and broker cannot be stopped from here (the nemesis says so)
+        redis = RedisControl(len(stack.redis_urls), stack.stop_redis, stack.start_redis, stack.pause_redis,
+                             stack.resume_redis) if stack else None
+        broker = BrokerControl(stack.pause_broker, stack.resume_broker) if stack else None
+        verdict = run_chaos(settings, plan, out, redis, say=click.echo, broker=broker)
+    click.echo("")
+    click.echo(render(verdict))
+    click.echo(f"\nverdict: {out / 'verdict.json'}")
+    if not verdict.passed:
+        raise SystemExit(1)

@@ -1,0 +1,100 @@
+"""One chaos consumer process: a PushConsumer for one kind of traffic, recording what its handlers saw.
+
+Run as ``python -m rocketkafka.tools.chaos.worker '<json>'`` (see :class:`WorkerSpec`). Every
+delivery to the listener is recorded twice over: ``<name>.delivered.jsonl`` before the
+idempotent-consume helper (what RocketMQ's at-least-once delivery gives) and
+``<name>.handled.jsonl`` inside it (what the application's code ran). Prints ``ready``
+once started; SIGTERM shuts down gracefully. SIGKILL and SIGSTOP are sent by the nemesis, and two
+more faults: ``SIGUSR1`` makes the next handler call take ``slow_handler_ms`` (longer than the lock
+lease), ``SIGUSR2`` jumps the process's wall clock (:mod:`rocketkafka.testing.clock`, when the
+nemesis started it with an offset file).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+from pydantic import BaseModel
+
+from rocketkafka.tools.chaos.plan import Kind
+from rocketkafka.config import Settings
+from rocketkafka.testing.history import History
+
+
+class WorkerSpec(BaseModel):
+    """Everything a worker needs, passed as one JSON argument."""
+
+    name: str
+    kind: Kind
+    group: str
+    topic: str
+    settings: dict  # Settings fields
+    options: dict  # ConsumerOptions fields
+    directory: str
+    consuming_ttl_ms: int
+    handler_ms: float = 2.0
+    slow_handler_ms: float = 4000.0  # SIGUSR1: the next handler call takes this long
+
+
+#: The order key of the orderly kinds; the others consume concurrently.
+ORDER_KEYS = {Kind.ORDERLY: "partition", Kind.KEYED: "key"}
+
+
+def main(spec: WorkerSpec) -> None:
+    from rocketkafka.ordering.idempotent import IdempotentConsumer
+    from rocketkafka.ordering.push_consumer import PushConsumer
+    from rocketkafka.testing.clock import install_from_env
+
+    install_from_env()  # before any client starts: the clock-jump fault
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format=f"%(asctime)s {spec.name} %(threadName)s %(levelname)s %(name)s: %(message)s")
+    order_key = ORDER_KEYS.get(spec.kind)
+    options = {**spec.options, "order_key": order_key} if order_key else dict(spec.options)
+    options.setdefault("consume_from_where", "CONSUME_FROM_FIRST_OFFSET")  # a fresh topic: nothing sent may be missed
+    consumer = PushConsumer(spec.group, settings=Settings(**spec.settings), orderly=order_key is not None,
+                            instance_name=f"{spec.name}@{os.getpid()}", **options)
+    delivered = History(os.path.join(spec.directory, f"{spec.name}.delivered.jsonl"))
+    handled = History(os.path.join(spec.directory, f"{spec.name}.handled.jsonl"))
+    pause = spec.handler_ms / 1000
+    slow = threading.Event()  # set by SIGUSR1: the next handler call is slower than the lock lease
+    signal.signal(signal.SIGUSR1, lambda *_: slow.set())
+
+    def key_of(msg) -> str | None:
+        return msg.key.decode() if msg.key else None
+
+    def application(msg) -> None:
+        with handled.handler_call(spec.name, msg, key_of(msg)):
+            if slow.is_set():
+                slow.clear()
+                logging.getLogger("chaos").warning("slow handler: %s takes %g ms", msg.id, spec.slow_handler_ms)
+                time.sleep(spec.slow_handler_ms / 1000)
+            else:
+                time.sleep(pause)
+
+    once = IdempotentConsumer(consumer, application, consuming_ttl_ms=spec.consuming_ttl_ms)
+
+    def listener(msg):
+        with delivered.handler_call(spec.name, msg, key_of(msg)):
+            return once(msg)
+
+    consumer.subscribe(spec.topic, listener)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    consumer.start()
+    print("ready", flush=True)
+    while not stop.wait(0.2):
+        pass
+    consumer.shutdown()
+    once.close()
+    delivered.close()
+    handled.close()
+
+
+if __name__ == "__main__":
+    main(WorkerSpec.model_validate_json(sys.argv[1]))

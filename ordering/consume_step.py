@@ -1,0 +1,82 @@
+"""The push consumer's step on the ownership engine: its topics, where a new group starts, and partition work in its mode.
+
+The mode is only the chunker (:mod:`~rocketkafka.ordering.partition`): concurrent
+batches run on their own, an orderly partition runs one batch at a time, a key-ordered
+partition one batch per order key at a time. The batches run on a
+:class:`~rocketkafka.ordering.work.WorkManager` with the step's handler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+from rocketkafka.admin import TopicAdmin
+from rocketkafka.message import ConsumeFromWhere
+from rocketkafka.ordering.partition import Chunker, PartitionWork
+from rocketkafka.ordering.step import TP, ClaimContext
+from rocketkafka.ordering.work import WorkManager
+
+
+class ConsumeStep:
+    """Partition work for the subscribed topics (and the group's retry topic).
+
+    Parameters:
+        topics: the subscribed topics.
+        retry_topic: the group's retry topic when it is read too (concurrent clustering), else ``None``.
+        internal_topics: topics to create at start (``{name: partitions}``: retry and dead-letter topics).
+        work: runs the batches.
+        chunker: the mode.
+        start_from: where a partition the group never committed starts.
+        start_timestamp_ms: for ``CONSUME_FROM_TIMESTAMP``.
+    """
+
+    def __init__(self, topics: Sequence[str], retry_topic: str | None, internal_topics: dict[str, int],
+                 work: WorkManager, chunker: Chunker, start_from: ConsumeFromWhere,
+                 start_timestamp_ms: int | None = None) -> None:
+        self._topics = [*topics, *([retry_topic] if retry_topic else [])]
+        self.retry_topic, self._internal = retry_topic, internal_topics
+        self.work, self.chunker = work, chunker
+        self._start_from, self._start_ms = start_from, start_timestamp_ms
+
+    def provision(self, admin: TopicAdmin) -> None:
+        """Create the internal topics -- once every subscribed topic is known to exist, so a start that
+        fails on a missing topic creates nothing.
+
+        Raises:
+            TopicNotFoundError, InvalidTopicNameError: a subscribed topic does not exist, or never can.
+        """
+        for topic in self._topics:
+            if topic != self.retry_topic and topic not in self._internal:
+                admin.partitions(topic)
+        if self._internal:
+            admin.create_many(self._internal)
+
+    def topics(self) -> Sequence[str]:
+        return self._topics
+
+    def partitions_of(self, lock: TP) -> tuple[TP, ...]:
+        return (lock,)
+
+    def initial_offset(self, tp: TP, kafka: Any) -> int:
+        """RocketMQ's ``ConsumeFromWhere`` for a partition the group never committed (the retry topic: its start)."""
+        if tp[0] == self.retry_topic or self._start_from is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
+            return OFFSET_BEGINNING
+        if self._start_from is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
+            assert self._start_ms is not None  # the options refuse CONSUME_FROM_TIMESTAMP without a time
+            found = kafka.offsets_for_times([TopicPartition(*tp, self._start_ms)], timeout=10)
+            return found[0].offset if found[0].offset >= 0 else OFFSET_BEGINNING
+        # the end: asked once as the high watermark (a number that is right on every broker after a
+        # fetch; ListOffsets "latest", which OFFSET_END follows, is not on all of them)
+        return kafka.get_watermark_offsets(TopicPartition(*tp), timeout=10, cached=False)[1]
+
+    def claim(self, context: ClaimContext) -> PartitionWork:
+        return PartitionWork(context, self.work.submit, self.chunker)
+
+    def tick(self) -> None:
+        self.work.tick()
+
+    def close(self) -> None:
+        self.work.close()

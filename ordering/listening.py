@@ -1,0 +1,504 @@
+"""The push consumer's handler: hands records to the subscribed listeners and acts on what they answer.
+
+Per batch it finds the subscription (a retry copy belongs to its original topic),
+skips records its selector leaves out (tag or SQL92, :mod:`~rocketkafka.ordering.selecting`;
+their offsets still commit), wraps each
+record as a lazy :class:`~rocketkafka.message.MessageExt` and calls the listener --
+one message per call, or a whole :class:`MessageBatch` for a batch listener. Before
+each record it checks that the partition's lock is still valid, so a process that
+stalled past its lock stops at once.
+
+What a listener answers (returning ``None`` means success, raising means failure):
+
+===========================================  ==========================================
+concurrent listener                          orderly (partition or key) listener
+===========================================  ==========================================
+``CONSUME_SUCCESS``                          ``SUCCESS``
+``RECONSUME_LATER``: a retry copy, later     ``SUSPEND_CURRENT_QUEUE_A_MOMENT`` (or
+(:class:`FailurePolicy` decides where)       ``RECONSUME_LATER``): retried in place after
+                                             the suspend time, never skipped
+--                                           :class:`~rocketkafka.message.Suspend`: pause
+                                             (``failed=False``: "not yet", not counted)
+--                                           a ``concurrent.futures.Future``: handled once
+                                             it resolves; later records go on meanwhile
+===========================================  ==========================================
+
+Anything else (``"garbage"``, ``True``, an orderly status from a concurrent listener,
+a coroutine) is a bug in the listener: it is logged as an error once per kind and
+counts as a failure, so the message is retried and, in the end, dead-lettered -- never
+silently committed. After ``max_reconsume_times`` failures a message goes to the
+dead-letter topic and its partition (or key) moves on. A malformed record is
+dead-lettered at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Protocol, overload
+
+from rocketkafka.errors import MalformedRecordError
+from rocketkafka.logs import message_fields, record_fields
+from rocketkafka.message import ConsumeOrderlyStatus, ConsumeStatus, MessageExt, Suspend
+from rocketkafka.message_selector import MessageSelector
+from rocketkafka.names import Header
+from rocketkafka.ordering.partition import Batch, PartitionWork
+from rocketkafka.ordering.selecting import RecordFilter, record_filter
+from rocketkafka.ordering.work import Outcome
+from rocketkafka.retry import Reconsumer
+
+log = logging.getLogger(__name__)
+
+#: A partition whose lock must be renewed first is offered again this much later (ms), not in a busy loop.
+LOCK_RECHECK_MS = 50
+
+Listener = Callable[[MessageExt], Any]
+BatchListener = Callable[["MessageBatch"], Any]
+
+_CONSUME_SUCCESS, _SUCCESS = ConsumeStatus.CONSUME_SUCCESS, ConsumeOrderlyStatus.SUCCESS
+_new_message = object.__new__
+
+
+class BatchFailure(Exception):
+    """A batch listener's answer: ``messages[:index]`` were handled, ``messages[index]`` failed.
+
+    Return it or raise it. The failed message is retried (concurrent: a retry copy; orderly:
+    in place) and the messages after it are handed to the listener again.
+    """
+
+    def __init__(self, index: int, reason: str = "batch listener failed") -> None:
+        super().__init__(f"{reason} at message {index}")
+        self.index, self.reason = index, reason
+
+
+class MessageBatch(Sequence[MessageExt]):
+    """The messages of one batch listener call: one partition, in offset order, wrapped only when read."""
+
+    __slots__ = ("_records", "_topic")
+
+    def __init__(self, records: Sequence[Any], topic: str | None = None) -> None:
+        self._records, self._topic = records, topic
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    @overload
+    def __getitem__(self, index: int) -> MessageExt: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> MessageBatch: ...
+
+    def __getitem__(self, index: int | slice) -> MessageExt | MessageBatch:
+        if isinstance(index, slice):
+            return MessageBatch(self._records[index], self._topic)
+        return MessageExt.of(self._records[index], self._topic)
+
+    def __iter__(self) -> Iterator[MessageExt]:
+        of, topic = MessageExt.of, self._topic
+        return (of(record, topic) for record in self._records)
+
+    @property
+    def records(self) -> Sequence[Any]:
+        """The confluent-kafka records behind the messages."""
+        return self._records
+
+    def __repr__(self) -> str:
+        return f"MessageBatch({len(self)} messages)"
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """One subscribed topic: its selector (by tag or SQL92) and listener.
+
+    ``batch_size`` > 0 marks a batch listener: it gets up to that many messages per call.
+    """
+
+    topic: str
+    selector: MessageSelector
+    listener: Any
+    batch_size: int = 0
+
+
+class FailurePolicy(Protocol):
+    """What happens to a message whose listener failed (``reason`` says how)."""
+
+    in_place: bool  # True: retried where it is (the partition or key pauses); False: a copy goes elsewhere
+
+    def failed(self, msg: MessageExt, reason: str) -> None:
+        """Concurrent policies: dispose of the failed message durably before its offset may commit."""
+
+    def dead_letter(self, msg: MessageExt, reason: str) -> None:
+        """Write ``msg`` to the dead-letter topic, durably."""
+
+    def dead_letter_raw(self, record: Any, error: MalformedRecordError) -> None:
+        """A record that cannot be decoded: to the dead-letter topic as it is, durably."""
+
+
+class Durably:
+    """Retries a write until it is durable: a failed message's copy must exist before its offset commits."""
+
+    def __init__(self, stopping: Callable[[], bool]) -> None:
+        self._stopping = stopping
+
+    def __call__(self, write: Callable[[], Any]) -> None:
+        delay = 0.1
+        while True:
+            try:
+                write()
+                return
+            except Exception as exc:
+                if self._stopping():
+                    raise
+                log.warning("could not write a retry/dead-letter copy (%s); retrying in %.1f s", exc, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+
+def malformed(msg: MessageExt) -> MalformedRecordError | None:
+    """The error of a message whose system headers are garbled or forged, else ``None`` (decodes them now).
+
+    A retry or dead-letter decision reads the reconsume count: a forged one (``-7``, ``many``)
+    must send the record to the dead-letter topic as it is, not fail that write for ever.
+    """
+    try:
+        msg.decode()
+    except MalformedRecordError as exc:
+        return exc
+    return None
+
+
+class SendBack:
+    """Clustering, concurrent: a failed message goes to the group's retry topic (RocketMQ's ``sendMessageBack``)."""
+
+    in_place = False
+
+    def __init__(self, reconsumer: Reconsumer, durably: Durably) -> None:
+        self._reconsumer, self._durably = reconsumer, durably
+
+    def failed(self, msg: MessageExt, reason: str) -> None:
+        if (error := malformed(msg)) is not None:
+            return self.dead_letter_raw(msg.record, error)
+        self._durably(lambda: self._reconsumer.send_back(msg, reason))
+
+    def dead_letter(self, msg: MessageExt, reason: str) -> None:
+        if (error := malformed(msg)) is not None:
+            return self.dead_letter_raw(msg.record, error)
+        self._durably(lambda: self._reconsumer.dead_letter(msg, reason))
+
+    def dead_letter_raw(self, record: Any, error: MalformedRecordError) -> None:
+        self._durably(lambda: self._reconsumer.dead_letter_raw(record, error))
+
+
+class RetryInPlace(SendBack):
+    """Orderly (partition or key): a failed message is retried where it is; nothing skips ahead of it."""
+
+    in_place = True
+
+
+class Drop:
+    """Broadcasting: a failure is logged and dropped, as RocketMQ does (every member has its own copy)."""
+
+    in_place = False
+
+    def failed(self, msg: MessageExt, reason: str) -> None:
+        if (error := malformed(msg)) is not None:
+            return self.dead_letter_raw(msg.record, error)
+        log.warning("broadcast message %s failed and is dropped: %s", msg.id, reason, extra=message_fields(msg))
+
+    def dead_letter(self, msg: MessageExt, reason: str) -> None:
+        self.failed(msg, reason)
+
+    def dead_letter_raw(self, record: Any, error: MalformedRecordError) -> None:
+        log.error("dropping malformed broadcast record: %s", error, extra=record_fields(record))
+
+
+class Subscriptions:
+    """The topics of a consumer and the subscription each record belongs to."""
+
+    def __init__(self, retry_topic: str | None) -> None:
+        self.by_topic: dict[str, Subscription] = {}
+        self.retry_topic = retry_topic
+
+    def add(self, subscription: Subscription) -> None:
+        self.by_topic[subscription.topic] = subscription
+
+    def of_record(self, record: Any) -> tuple[Subscription | None, str]:
+        """The subscription of a retry copy (its original topic), and the topic its listener sees."""
+        for name, value in record.headers() or ():
+            if name == Header.ORIGIN_TOPIC and value is not None:
+                topic = value.decode("utf-8", "replace")
+                return self.by_topic.get(topic), topic
+        return None, record.topic()
+
+
+class ListenerHandler:
+    """Runs a batch through its subscription's listener (see the module docstring).
+
+    Parameters:
+        subscriptions: what each topic's records go to.
+        policy: what a failure means in this consumer's mode.
+        orderly: partition or key order (statuses and futures as the table says).
+        max_reconsume_times: failures after which a message is dead-lettered.
+        suspend_ms: orderly: pause after a failure.
+    """
+
+    def __init__(self, subscriptions: Subscriptions, policy: FailurePolicy, *, orderly: bool, max_reconsume_times: int,
+                 suspend_ms: int) -> None:
+        self.subscriptions, self.policy, self.orderly = subscriptions, policy, orderly
+        self.max_reconsume_times, self.suspend_ms = max_reconsume_times, suspend_ms
+        self._warned: set[tuple[int, str]] = set()
+        self._filters: dict[str, RecordFilter | None] = {}
+
+    def _filter(self, sub: Subscription) -> RecordFilter | None:
+        """The record test of ``sub``'s selector (``None``: every record), made once per subscription."""
+        try:
+            return self._filters[sub.topic]
+        except KeyError:
+            made = self._filters[sub.topic] = record_filter(sub.selector, self.policy.dead_letter_raw)
+            return made
+
+    # -- the WorkManager's BatchHandler ------------------------------------------------------
+    def handle(self, batch: Batch) -> Outcome:
+        work, start = batch.work, batch.index
+        if not work.admit(batch):
+            return Outcome(0)  # the partition left (this batch lies after the cut) or was lost
+        if work.topic == self.subscriptions.retry_topic:
+            end, futures, pause = self._retry_copies(batch, start)
+        else:
+            sub = self.subscriptions.by_topic[work.topic]  # the engine fetches only subscribed topics
+            run = self._batches if sub.batch_size else self._messages
+            end, futures, pause = run(batch, sub, start, batch.limit, None)
+        return Outcome(end - start, _all_of(futures), pause)
+
+    def _messages(self, batch: Batch, sub: Subscription, i: int, n: int,
+                  topic: str | None) -> tuple[int, list[Any] | None, int | None]:
+        """The hot loop: ``records[i:n]`` one by one through a per-message listener.
+
+        Returns where it stopped, the futures of pipelined records, and a pause (ms) or ``None``.
+        """
+        work, records = batch.work, batch.records
+        listener, monotonic, new = sub.listener, time.monotonic, _new_message
+        selects = self._filter(sub)
+        failures = work.failures
+        futures: list[Any] | None = None
+        exact = not batch.pipelined  # ``done`` may follow every message (see BatchHandler)
+        valid_until = work.valid_until()
+        for i in range(i, n):
+            if monotonic() >= valid_until:  # a process that stalled past its lock stops before the next message
+                valid_until = work.valid_until()
+                if monotonic() >= valid_until:
+                    return i, futures, LOCK_RECHECK_MS
+            record = records[i]
+            if selects is not None and not selects(record):
+                continue
+            msg = new(MessageExt)  # MessageExt.of(record, topic), inlined: the hot path
+            msg._record = record
+            if topic is not None:
+                msg.topic = topic
+            if failures and self._given_up(work, msg):
+                continue
+            try:
+                status = listener(msg)
+            except Exception as exc:
+                status = exc
+            if status is None or status is _CONSUME_SUCCESS or status is _SUCCESS:
+                if failures:
+                    failures.pop(record.offset(), None)
+                if exact and futures is None:
+                    batch.done = i + 1
+                continue
+            pause = self._answer(work, msg, status)
+            if pause is _FUTURE:
+                futures = [*(futures or ()), status]
+            elif pause is not None:
+                return i, futures, pause
+            elif exact and futures is None:
+                batch.done = i + 1
+        return n, futures, None
+
+    def _retry_copies(self, batch: Batch, i: int) -> tuple[int, list[Any] | None, int | None]:
+        """Records of the group's retry topic: each goes to the listener of its original topic.
+
+        Retry copies are ours, so their system headers are checked before the listener runs: one
+        whose count or id was forged or garbled is dead-lettered as it is (a rare path: no cost to the hot one).
+        """
+        records = batch.records
+        while i < batch.limit:
+            sub, topic = self.subscriptions.of_record(records[i])
+            record = records[i]
+            error = None if sub is None else malformed(MessageExt.of(record))
+            if sub is None or error is not None:
+                self.policy.dead_letter_raw(record, error or MalformedRecordError(
+                    record.topic(), record.partition(), record.offset(),
+                    f"retry copy of topic {topic!r}, which this group does not subscribe"))
+                i += 1
+                continue
+            end, futures, pause = self._messages(batch, sub, i, i + 1, topic)
+            if end == i or futures or pause is not None:
+                return end, futures, pause
+            i = end
+        return i, None, None
+
+    def _batches(self, batch: Batch, sub: Subscription, i: int, n: int,
+                 topic: str | None) -> tuple[int, list[Any] | None, int | None]:
+        """``records[i:n]`` through a batch listener, up to ``sub.batch_size`` messages a call."""
+        work, records = batch.work, batch.records
+        selects = self._filter(sub)
+        while i < n:
+            if time.monotonic() >= work.valid_until():
+                return i, None, LOCK_RECHECK_MS
+            chosen: list[Any] = []
+            j = i
+            while j < n and len(chosen) < sub.batch_size:
+                if selects is None or selects(records[j]):
+                    chosen.append(records[j])
+                j += 1
+            if not chosen:
+                i = j
+                continue
+            try:
+                status = sub.listener(MessageBatch(chosen, topic))
+            except Exception as exc:
+                status = exc
+            if status is None or status is _CONSUME_SUCCESS or status is _SUCCESS:
+                i = j
+                continue
+            if isinstance(status, BatchFailure) and 0 <= status.index < len(chosen):
+                failed, after = chosen[status.index], records.index(chosen[status.index])
+                pause = self._answer(work, MessageExt.of(failed, topic), status)
+                if pause is not None and pause is not _FUTURE:
+                    return after, None, pause  # in place: the failed message runs again first
+                i = after + 1  # disposed of; the messages after it go to the listener again
+                continue
+            reason = self._reason(status)
+            if reason is None:  # a success spelled as an int
+                i = j
+                continue
+            if self.policy.in_place:  # the whole batch failed: it runs again from its first message
+                pause = self._answer(work, MessageExt.of(chosen[0], topic), status)
+                if pause is not None and pause is not _FUTURE:
+                    return records.index(chosen[0]), None, pause
+                i = records.index(chosen[0]) + 1
+                continue
+            for record in chosen:  # concurrent: every message of the batch is retried later
+                self.policy.failed(MessageExt.of(record, topic), reason)
+            i = j
+        return i, None, None
+
+    # -- answers -----------------------------------------------------------------------------
+    def _answer(self, work: PartitionWork, msg: MessageExt, status: Any) -> Any:
+        """Act on a listener's answer other than success: ``None`` (go on), ``_FUTURE``, or a pause (ms)."""
+        if isinstance(status, MalformedRecordError):
+            self.policy.dead_letter_raw(msg.record, status)
+            return None
+        if self.orderly and _is_future(status):
+            return _FUTURE
+        if _is_future(status):  # a concurrent listener's future: wait for it here
+            try:
+                status = status.result()
+            except Exception as exc:
+                status = exc
+            if status is None or status is _CONSUME_SUCCESS:
+                return None
+        if isinstance(status, Suspend) and self.orderly:
+            if not status.failed:
+                return status.millis
+            return self._failed(work, msg, "listener asked to suspend", status.millis)
+        reason = self._reason(status)
+        if reason is None:
+            return None  # a success spelled as an int or an enum of equal value
+        return self._failed(work, msg, reason, self.suspend_ms)
+
+    def _failed(self, work: PartitionWork, msg: MessageExt, reason: str, pause_ms: int) -> int | None:
+        if not self.policy.in_place:
+            self.policy.failed(msg, reason)
+            return None
+        if (error := malformed(msg)) is not None:  # retrying a forged record in place would block its partition
+            self.policy.dead_letter_raw(msg.record, error)
+            return None
+        offset = msg.queue_offset
+        tries = work.failures.get(offset, (0, ""))[0] + 1
+        if tries > self.max_reconsume_times:
+            work.failures.pop(offset, None)
+            self.policy.dead_letter(msg, f"max reconsume times {self.max_reconsume_times} reached: {reason}")
+            return None
+        work.failures[offset] = (tries, reason)
+        log.info("orderly listener failed on %s (try %d): %s", msg.id, tries, reason, extra=message_fields(msg))
+        return pause_ms
+
+    def _given_up(self, work: PartitionWork, msg: MessageExt) -> bool:
+        """In place: a message whose future failed too often is dead-lettered before it runs again."""
+        tries, reason = work.failures.get(msg.queue_offset, (0, ""))
+        if (error := malformed(msg)) is not None:  # a forged count cannot be added to
+            work.failures.pop(msg.queue_offset, None)
+            self.policy.dead_letter_raw(msg.record, error)
+            return True
+        msg.reconsume_times = msg.reconsume_times + tries
+        if tries <= self.max_reconsume_times:
+            return False
+        work.failures.pop(msg.queue_offset, None)
+        self.policy.dead_letter(msg, f"max reconsume times {self.max_reconsume_times} reached: {reason}")
+        return True
+
+    def _reason(self, status: Any) -> str | None:
+        """Why ``status`` counts as a failure, or ``None`` when it means success."""
+        if isinstance(status, BaseException):
+            return f"{type(status).__name__}: {status}"
+        if isinstance(status, ConsumeOrderlyStatus):
+            if status is ConsumeOrderlyStatus.SUCCESS:
+                return None
+            if not self.orderly:
+                self._warn(status, "returned an orderly status from a concurrent listener; counted as RECONSUME_LATER")
+            return "listener asked to suspend"
+        if isinstance(status, ConsumeStatus):
+            return None if status is ConsumeStatus.CONSUME_SUCCESS else "listener returned RECONSUME_LATER"
+        if isinstance(status, int) and not isinstance(status, bool) and status in (0, 1):
+            return None if status == 0 else "listener returned RECONSUME_LATER"
+        if hasattr(status, "__await__"):
+            getattr(status, "close", lambda: None)()
+            self._warn(status, "returned a coroutine: async listeners are not run (subscribe refuses async def); "
+                               "counted as a failure")
+            return "listener returned a coroutine"
+        self._warn(status, f"returned {status!r} ({type(status).__name__}), which is not a consume status; counted "
+                           "as a failure (return None or CONSUME_SUCCESS for success)")
+        return f"listener returned {type(status).__name__}"
+
+    def _warn(self, status: Any, text: str) -> None:
+        kind = (id(type(status)), type(status).__name__)
+        if kind not in self._warned:
+            self._warned.add(kind)
+            log.error("a listener %s", text)
+
+
+_FUTURE: Any = object()  # the orderly listener returned a future: pipelined
+
+
+def _is_future(value: Any) -> bool:
+    """A :class:`~concurrent.futures.Future`, or an object with its ``add_done_callback`` and ``exception``."""
+    return isinstance(value, Future) or (hasattr(value, "add_done_callback") and hasattr(value, "exception"))
+
+
+def _all_of(futures: list[Any] | None) -> Any:
+    """One future resolving when all of ``futures`` did (the first failure fails it); ``None`` for none."""
+    if not futures:
+        return None
+    if len(futures) == 1:
+        return futures[0]
+    combined: Future = Future()
+    remaining = [len(futures)]
+
+    def done(f: Any) -> None:
+        error = f.exception()
+        if error is not None and not combined.done():
+            combined.set_exception(error)
+            return
+        remaining[0] -= 1
+        if remaining[0] == 0 and not combined.done():
+            combined.set_result(None)
+
+    for f in futures:
+        f.add_done_callback(done)
+    return combined

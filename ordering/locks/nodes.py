@@ -1,0 +1,146 @@
+"""The lock table's transport: N independent Redis nodes, one script on all of them per round.
+
+A round packs its command once and sends the same bytes to every node, each from a
+thread of its own, and waits at most ``socket_timeout_ms``: a node that is down, slow
+or refusing is a no-vote, and a slow node delays only itself. Packing once matters:
+a renewal of a thousand locks is six thousand arguments, and packing them again per
+node would alone take most of the 20 ms such a renewal may take.
+
+Each node has a connection of its own (not a pool's): its thread is its only user.
+Only public ``redis.Connection`` methods are used -- ``pack_command``,
+``send_packed_command``, ``read_response``, ``disconnect`` -- which redis-py keeps the
+same on every version we allow; ``pack_command`` uses hiredis when it is installed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import Any
+
+import redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, RedisError
+
+from rocketkafka.errors import ConfigError
+from rocketkafka.logs import redact_url
+from rocketkafka.ordering.locks import scripts
+
+log = logging.getLogger(__name__)
+
+#: The scripts a lock table runs, by name.
+SCRIPTS = {name: getattr(scripts, name) for name in ("CLAIM", "FENCE", "RELEASE", "DESCRIBE")}
+#: Their SHA1 digests, as ``SCRIPT LOAD`` answers them (EVALSHA needs no load round trip while cached).
+SHAS = {name: hashlib.sha1(text.encode()).hexdigest() for name, text in SCRIPTS.items()}
+
+
+class LockNode:
+    """One Redis node of the lock table: a dedicated connection, and a thread that runs its calls in order.
+
+    Parameters:
+        index: the node's position in the table (for logs and thread names).
+        url: ``redis://``, ``rediss://`` (TLS) or ``unix://`` URL; credentials and TLS options in the
+            URL apply (the password never appears in logs or errors).
+        timeout_s: socket connect and read timeout.
+
+    Raises:
+        ConfigError: the URL does not parse.
+    """
+
+    def __init__(self, index: int, url: str, timeout_s: float) -> None:
+        self.index, self.name = index, redact_url(url)
+        try:
+            pool = redis.ConnectionPool.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
+                                                 health_check_interval=0)
+        except ValueError as exc:
+            raise ConfigError(f"bad Redis URL {self.name!r}: {redact_url(str(exc))}") from None
+        self.connection = pool.connection_class(**pool.connection_kwargs)
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"rk-lock-node{index}")
+        self.answering = True  # for logging changes only
+
+    def call(self, script: str, command: list[bytes], deadline: float) -> Any:
+        """Send a packed ``EVALSHA`` of ``script``; loads the script once when the node lost it (restart).
+
+        A connection the server closed (a restarted node) is noticed only when used: the call is
+        made once more on a fresh one, which is safe -- every script is idempotent for its tokens.
+        """
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"redis node {self.name}: round deadline passed before the call started")
+        try:
+            return self._call(script, command)
+        except RedisConnectionError:
+            if time.monotonic() >= deadline:
+                raise
+            return self._call(script, command)
+
+    def _call(self, script: str, command: list[bytes]) -> Any:
+        conn = self.connection
+        try:
+            try:
+                conn.send_packed_command(command)
+                return conn.read_response()
+            except NoScriptError:
+                conn.send_packed_command(conn.pack_command("SCRIPT", "LOAD", SCRIPTS[script]))
+                conn.read_response()
+                conn.send_packed_command(command)
+                return conn.read_response()
+        except BaseException:
+            conn.disconnect()  # a half-read answer must not be read by the next call
+            raise
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True, cancel_futures=True)
+        self.connection.disconnect()
+
+
+class LockNodes:
+    """The table's nodes; :meth:`round` runs one script on all of them at once.
+
+    Raises:
+        ConfigError: a URL does not parse (nodes opened so far are closed again).
+    """
+
+    def __init__(self, urls: Sequence[str], socket_timeout_ms: int) -> None:
+        self.timeout_s = socket_timeout_ms / 1000
+        self.nodes: list[LockNode] = []
+        try:
+            for i, url in enumerate(urls):
+                self.nodes.append(LockNode(i, url, self.timeout_s))
+        except BaseException:
+            self.close()
+            raise
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def round(self, script: str, keys: Sequence[str], args: Sequence[str]) -> list[Any]:
+        """``EVALSHA script`` on every node in parallel; one answer per node, ``None`` where it failed or was late."""
+        deadline = time.monotonic() + self.timeout_s
+        command = self.nodes[0].connection.pack_command("EVALSHA", SHAS[script], len(keys), *keys, *args)
+        futures: list[Future] = [node.executor.submit(node.call, script, command, deadline) for node in self.nodes]
+        wait(futures, timeout=max(0.0, deadline - time.monotonic()))
+        return [self._answer(node, future, script) for node, future in zip(self.nodes, futures)]
+
+    def _answer(self, node: LockNode, future: Future, script: str) -> Any:
+        if not future.done():
+            problem: BaseException | str | None = f"no answer within {self.timeout_s * 1000:g} ms"
+        else:
+            problem = future.exception()
+            if problem is not None and not isinstance(problem, (RedisError, OSError)):
+                log.error("redis node %s: %s failed", node.name, script, exc_info=problem)
+        if problem is not None and node.answering:
+            log.warning("redis node %s stopped answering the lock table (%s): %s", node.name, script, problem)
+        elif problem is None and not node.answering:
+            log.info("redis node %s answers the lock table again", node.name)
+        node.answering = problem is None
+        return None if problem is not None else future.result()
+
+    def close(self) -> None:
+        for node in self.nodes:
+            try:
+                node.close()
+            except Exception:  # closing is best effort
+                log.debug("closing redis node %s failed", node.name, exc_info=True)

@@ -1,0 +1,92 @@
+"""`admin reset-offset` under a running group re-delivers exactly from the requested point (history checker)."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+
+import pytest
+
+from rocketkafka import PushConsumer
+from rocketkafka.testing.history import History, check
+from rocketkafka.testing.reading import committed_offsets
+from tests.admin.conftest import FAST, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+def _running(settings, group, topic, history, name="c1"):
+    consumer = PushConsumer(group, settings=settings, orderly=True, **FAST)
+
+    def handle(msg):
+        with history.handler_call(name, msg):
+            pass
+
+    consumer.subscribe(topic, handle)
+    consumer.start()
+    return consumer
+
+
+def test_reset_to_an_offset_while_running_redelivers_exactly_from_there(rk_settings, rk_topic, rk_group, send,
+                                                                        admin_json):
+    topic = rk_topic(partitions=2)
+    ids = {p: send(topic, 50, partition=p) for p in (0, 1)}
+    history = History()
+    consumer = _running(rk_settings, rk_group, topic, history)
+    try:
+        assert wait_until(lambda: committed_offsets(rk_settings.bootstrap_servers, rk_group, topic, 2) == {0: 50, 1: 50})
+        assert len(history.calls) == 100
+        outcomes = admin_json("reset-offset", rk_group, topic, "--to", "20", "--partition", "1")
+        assert [(o["partition"], o["before"], o["after"], o["applied_by"]) for o in outcomes] == \
+            [(1, 50, 20, consumer.instance_name)]
+        assert wait_until(lambda: len(history.calls) >= 130)
+        time.sleep(1.0)  # nothing more may come
+        again = history.calls[100:]
+        assert [(c.partition, c.offset) for c in again] == [(1, o) for o in range(20, 50)]
+        report = check(again, ids[1][20:])
+        assert (report.lost_count, report.duplicate_count, report.reorders, report.overlaps) == (0, 0, [], [])
+        assert wait_until(lambda: committed_offsets(rk_settings.bootstrap_servers, rk_group, topic, 2) == {0: 50, 1: 50})
+    finally:
+        consumer.shutdown()
+
+
+def test_reset_by_time_is_refused_on_tansu_unless_forced_then_redelivers_from_that_time(rk_settings, rk_topic,
+                                                                                       rk_group, send, admin,
+                                                                                       admin_json):
+    topic = rk_topic(partitions=1)
+    send(topic, 30)
+    time.sleep(1.0)
+    moment = datetime.now().astimezone()
+    time.sleep(0.3)
+    later = send(topic, 20)
+    history = History()
+    consumer = _running(rk_settings, rk_group, topic, history)
+    try:
+        assert wait_until(lambda: committed_offsets(rk_settings.bootstrap_servers, rk_group, topic, 1)[0] == 50)
+        code, text = admin("reset-offset", rk_group, topic, "--to", moment.isoformat())
+        assert code == 1 and "offsets_for_times" in text and "--force" in text
+        assert committed_offsets(rk_settings.bootstrap_servers, rk_group, topic, 1)[0] == 50  # nothing moved
+        [outcome] = admin_json("reset-offset", rk_group, topic, "--to", moment.isoformat(), "--force")
+        assert (outcome["before"], outcome["after"]) == (50, 30)
+        assert wait_until(lambda: len(history.calls) >= 70)
+        time.sleep(1.0)
+        report = check(history.calls[50:], later)
+        assert (report.calls, report.lost_count, report.duplicate_count, report.reorders) == (20, 0, 0, [])
+    finally:
+        consumer.shutdown()
+
+
+def test_reset_of_a_stopped_group_is_applied_by_the_admin(rk_settings, rk_topic, rk_group, send, admin_json, admin):
+    topic = rk_topic(partitions=2)
+    send(topic, 10, partition=0)
+    history = History()
+    consumer = _running(rk_settings, rk_group, topic, history)
+    assert wait_until(lambda: committed_offsets(rk_settings.bootstrap_servers, rk_group, topic, 2)[0] == 10)
+    consumer.shutdown()
+    outcomes = admin_json("reset-offset", rk_group, topic, "--to", "earliest")
+    assert [(o["partition"], o["after"], o["applied_by"]) for o in outcomes] == [(0, 0, "admin"), (1, 0, "admin")]
+    assert committed_offsets(rk_settings.bootstrap_servers, rk_group, topic, 2) == {0: 0, 1: 0}
+    code, text = admin("reset-offset", rk_group, topic, "--to", "11")
+    assert code == 1 and "Error: offset 11 is outside" in text
+    code, text = admin("reset-offset", rk_group, topic, "--to", "yesterday")
+    assert code == 1 and "expected earliest, latest, an offset or an ISO 8601 time" in text

@@ -1,0 +1,51 @@
+"""The architecture holds: layers only import downwards, and no module imports itself in a circle."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.architecture.staging import REPO, package_folders, stage
+
+SHARED_CYCLES_TOOL = REPO.parent / "shared" / "tools" / "import_cycles.py"
+
+
+def test_every_folder_is_installed_as_a_rocketkafka_package():
+    folders = package_folders()
+    assert all(name == "rocketkafka" or name.startswith("rocketkafka.") for name in folders)
+    assert {folder.relative_to(REPO).parts[0] for folder in folders.values()} == {"facade", "ordering", "delay", "txn", "spark"}
+    for name, folder in folders.items():
+        assert (folder / "__init__.py").exists(), f"{name}: {folder} has no __init__.py"
+
+
+def test_layer_contract_holds_for_every_import_lazy_ones_included(tmp_path):
+    staged = stage(tmp_path / "site")
+    env = {**os.environ, "PYTHONPATH": str(staged)}
+    # lint-imports reads [tool.importlinter] from pyproject.toml; grimp resolves rocketkafka to the staged copy
+    done = subprocess.run([sys.executable, "-c", "from importlinter.cli import lint_imports_command; "
+                           "lint_imports_command()", "--no-cache"], cwd=REPO, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "Contracts: 1 kept, 0 broken." in done.stdout
+
+
+@pytest.mark.skipif(not SHARED_CYCLES_TOOL.exists(), reason=f"{SHARED_CYCLES_TOOL} is not beside the checkout")
+def test_no_import_cycles():
+    done = subprocess.run([sys.executable, str(SHARED_CYCLES_TOOL), str(REPO)], capture_output=True, text=True)
+    assert done.stdout.strip().splitlines()[-1].startswith("import cycles: 0 "), done.stdout
+
+
+def test_no_test_module_imports_another():
+    """Tests share helpers through conftest.py and helper modules, never through another ``test_*`` module."""
+    import ast
+
+    offenders = []
+    for path in sorted((REPO / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            offenders += [f"{path.relative_to(REPO)} imports {n}" for n in names
+                          if n.startswith("tests.") and n.rsplit(".", 1)[-1].startswith("test_")]
+    assert offenders == []

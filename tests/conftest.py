@@ -1,0 +1,74 @@
+"""Helpers every test package shares (fixtures of the backends come from ``rocketkafka.testing.plugin``)."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Under pytest-xdist, a ``timing`` test (it asserts a latency bound) runs while no other test runs.
+
+    Workers share two lock files: every test holds the ``running`` lock shared, a timing test holds
+    it exclusively; the ``turnstile`` a waiting timing test holds keeps new tests from starving it.
+    Without xdist this does nothing.
+    """
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run is None:
+        yield
+        return
+    folder = Path(tempfile.gettempdir()) / f"rk-xdist-{run}"
+    folder.mkdir(exist_ok=True)
+    with _turn(folder, exclusive=item.get_closest_marker("timing") is not None):
+        yield
+
+
+@contextlib.contextmanager
+def _turn(folder: Path, exclusive: bool) -> Iterator[None]:
+    with open(folder / "turnstile", "a") as turnstile, open(folder / "running", "a") as running:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        if not exclusive:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        fcntl.flock(running, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(running, fcntl.LOCK_UN)
+            if exclusive:
+                fcntl.flock(turnstile, fcntl.LOCK_UN)
+
+
+def scrape(port: int) -> dict[tuple[str, frozenset], float]:
+    """``{(sample name, labels): value}`` from ``http://127.0.0.1:port/metrics``."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def per_partition(samples: dict, name: str, group: str) -> dict[int, float]:
+    return {int(dict(labels)["partition"]): v for (n, labels), v in samples.items()
+            if n == name and dict(labels).get("group") == group}
+
+
+def crc64_avro(data: bytes) -> int:
+    """CRC-64-AVRO as the Avro specification spells it out (written here independently of fastavro)."""
+    empty = 0xC15D213AA4D7A795
+    table = []
+    for i in range(256):
+        fp = i
+        for _ in range(8):
+            fp = (fp >> 1) ^ (empty & -(fp & 1))
+        table.append(fp)
+    fp = empty
+    for b in data:
+        fp = (fp >> 8) ^ table[(fp ^ b) & 0xFF]
+    return fp

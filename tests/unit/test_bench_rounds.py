@@ -1,0 +1,44 @@
+"""Interleaved rounds and the figures made of them (pure logic: no broker)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocketkafka.tools.bench.report import table_lines
+from rocketkafka.tools.bench.rounds import figure, interleave, percentile
+from rocketkafka.tools.bench.rows import BenchRow, Target
+
+
+def test_every_round_runs_every_contender_and_the_order_rotates():
+    calls: list[str] = []
+    results = interleave(["a", "b", "c"], lambda name: calls.append(name) or {"rate": len(calls)}, 3, log=lambda _: None)
+    assert calls == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert [r["rate"] for r in results["a"]] == [1, 6, 8]
+
+
+def test_ratios_are_taken_within_a_round_then_their_median():
+    results = {"raw": [{"rate": 100}, {"rate": 300}, {"rate": 200}], "ours": [{"rate": 90}, {"rate": 150}, {"rate": 190}]}
+    f = figure(results, "ours", "rate", "raw")
+    assert f.ratios == (0.9, 0.5, 0.95) and f.median == 150 and f.spread == (90, 190)
+    row = BenchRow("consume", "ours", f.median, "msg/s", 200, ratios=f.ratios, target=Target(">=", 0.7, "ratio"))
+    assert row.ratio == 0.9 and row.ratio_spread == (0.5, 0.95) and row.met is True
+
+
+def test_a_floor_target_must_hold_too():
+    row = BenchRow("produce", "send_async", 50, "msg/s", 100, ratios=(0.5,), target=Target(">=", 0.5, "ratio"),
+                   floor_name="raw + same work", floor_ratios=(0.8,), floor_target=Target(">=", 0.85, "ratio"))
+    assert row.floor_ratio == 0.8 and row.met is False
+    assert row.target_text == ">= 0.5x raw, >= 0.85x raw + same work"
+    assert BenchRow.from_dict(row.to_dict()) == row
+
+
+def test_the_table_shows_the_spread_of_values_and_ratios():
+    row = BenchRow("consume", "ours", 150_000, "msg/s", 200_000, spread=(90_000, 190_000), ratios=(0.9, 0.5, 0.95),
+                   floor_name="floor", floor_ratios=(1.0,))
+    line = table_lines([row])[-1]
+    assert "150,000 (90,000-190,000)" in line and "0.90x raw (0.50-0.95), 1.00x floor" in line
+
+
+@pytest.mark.parametrize(("p", "expected"), [(50, 5), (99, 10), (100, 10), (1, 1)])
+def test_nearest_rank_percentiles(p, expected):
+    assert percentile(list(range(1, 11)), p) == expected
