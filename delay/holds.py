@@ -41,6 +41,7 @@ class HoldTimer:
         """Stop; records still held are not delivered (their partitions are being left: the next owner does)."""
         with self._lock:
             self._timers.close()
+        self._timers.join()
 
     @staticmethod
     def _fire(item: tuple[int, Callable[[], Ack], Ack]) -> None:

@@ -4,7 +4,9 @@ Suspended partitions and keys wait here, and the delay forwarder's held records:
 heap for all, no thread sleeping per item and no polling. ``fire`` runs holding the
 owner's lock (given at construction), and callers of :meth:`DueTimers.add` and
 :meth:`DueTimers.close` hold it too, so a timer sees the same state as the code that
-scheduled it.
+scheduled it. The owner joins the thread once it released the lock: the thread holds
+the owner (through ``fire``), and an owner that still has a thread never becomes garbage
+-- with it whatever the owner holds, such as a Kafka client and librdkafka's threads.
 """
 
 from __future__ import annotations
@@ -45,9 +47,14 @@ class DueTimers:
         return len(self._heap)
 
     def close(self) -> None:
-        """Stop the thread; pending items never fire (caller holds the lock)."""
+        """Stop the thread; pending items never fire (caller holds the lock, then calls :meth:`join`)."""
         self._closed = True
         self._wake.notify()
+
+    def join(self, timeout: float | None = 10.0) -> None:
+        """Wait until the thread has ended after :meth:`close` (caller must not hold the lock)."""
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout)
 
     def _run(self) -> None:
         with self._wake:
@@ -58,3 +65,10 @@ class DueTimers:
                     continue
                 _, _, item = heapq.heappop(self._heap)
                 self._fire(item)
+            # drop the items and the owner's callback: no cycle through this object outlives the thread
+            self._heap.clear()
+            self._fire = _ignore
+
+
+def _ignore(item: Any) -> None:
+    """What a closed timer would fire (nothing: it never fires again)."""

@@ -224,6 +224,7 @@ class WorkManager:
         with self._lock:
             self._closed = True
             self._timers.close()
+        self._timers.join()
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     # -- scheduling (callers hold the lock) ------------------------------------------------

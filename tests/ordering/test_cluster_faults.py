@@ -57,7 +57,10 @@ def test_broker_paused_ten_seconds_then_consumption_goes_on_exactly(rk_backend, 
     every message arrives once, in order, and no handler ran twice (nothing was re-delivered)."""
     topic = rk_topic(partitions=4)
     history = History()
-    consumers = _consumers(rk_settings, rk_group, topic, history)
+    # Locks outlive a 4 s stall of the keeper thread (FAST allows 1 s, and a CI machine running four workers on
+    # two cores once stalled it longer) and still expire well within the 10 s pause: a lock that depended on the
+    # broker would be lost.
+    consumers = _consumers(rk_settings, rk_group, topic, history, lock_lease_ms=7000, lock_client_expiry_ms=5000)
     try:
         assert wait_until(lambda: [len(c.assignment()) for c in consumers] == [2, 2])
         producer = PacedProducer(rk_settings, topic, 3000, 6.0, _order).start()
