@@ -116,9 +116,10 @@ class Producer(_KafkaProducer):
         if (type(value) is bytes and key is None and partition == -1 and not timestamp and headers is None
                 and properties is None and not delay_level and delay is None and deliver_at is None
                 and (keys is None or type(keys) is str)):
-            # tags and keys only: the send engine's fast path (id, born time, tags, keys), as send_oneway takes
-            sender.produce_message(Message(topic, value, tags=tags, keys=keys), on_delivery or callback)
-            return
+            # tags and keys only: the send engine's fast path (id, born time, tags, keys), as send_oneway takes;
+            # anything it does not take (an unknown topic, a bad tag) goes the general way below, checked
+            if sender.produce_tagged(topic, value, tags, keys, on_delivery or callback) is not None:
+                return
         user_headers = _header_list(headers)
         body = value.encode() if isinstance(value, str) else value
         if body is not None and not isinstance(body, (bytes, bytearray, memoryview)):

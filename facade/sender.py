@@ -96,8 +96,13 @@ class Sender:
             count = self.admin.partitions(topic, timeout=min(10.0, self.send_timeout) if timeout is None else timeout)
         except BrokerUnavailableError as exc:
             raise SendError(topic, str(exc), exc.error, retriable=True) from exc
-        self._partitions[topic] = (time.monotonic() + 30.0, count)
+        self.assume_partitions(topic, count)
         return count
+
+    def assume_partitions(self, topic: str, count: int, seconds: float = 30.0) -> None:
+        """Cache ``topic``'s partition count for ``seconds`` as if the broker had just said it
+        (a caller that knows it already: benchmarks timing the send path without a broker)."""
+        self._partitions[topic] = (time.monotonic() + seconds, count)
 
     def key_partition(self, key: bytes, topic: str) -> int:
         """Where this producer's partitioner puts ``key`` in ``topic`` (:mod:`rocketkafka.partitioning`)."""
@@ -146,15 +151,28 @@ class Sender:
         Returns the message id (also set on ``msg.id``). Messages with properties, a delay or a
         large body take :meth:`prepare`; the rest are checked here with the same rules.
         """
-        topic, body, tags, keys = msg.topic, msg.body, msg.tags, msg.keys
-        if (msg.properties or msg.delay_time_level or msg.deliver_at is not None or msg.delay is not None
-                or type(body) is not bytes or type(topic) is not str or topic not in self._partitions
-                or self._closed or len(body) >= self._fast_limit
+        if msg.properties or msg.delay_time_level or msg.deliver_at is not None or msg.delay is not None:
+            return self._produce_prepared(msg, on_delivery)
+        msg_id = self.produce_tagged(msg.topic, msg.body, msg.tags, msg.keys, on_delivery)
+        if msg_id is None:
+            return self._produce_prepared(msg, on_delivery)
+        msg.id = msg_id
+        return msg_id
+
+    def produce_tagged(self, topic: str, body: bytes, tags: str | None, keys: str | None,
+                       on_delivery: Callable[[KafkaError | None, Any], None] | None = None) -> str | None:
+        """Produce a plain message (bytes body, a tag, space-separated keys) without building a :class:`Message`;
+        the message id, or ``None`` (nothing sent) when it needs :meth:`prepare`'s checks: a topic not
+        looked up yet, a large body, a tag or keys that are not plain strings or break a rule.
+
+        Raises:
+            SendError: librdkafka refused the record.
+        """
+        if (type(body) is not bytes or type(topic) is not str or topic not in self._partitions or self._closed
+                or len(body) >= self._fast_limit
                 or (tags is not None and (type(tags) is not str or not tags.strip() or "||" in tags or len(tags) > 1024))
                 or (keys is not None and (type(keys) is not str or len(keys) > 1024))):
-            record = self.prepare(msg)  # the general path: every check, delays, size sums
-            self.produce(record, on_delivery)
-            return record.msg_id
+            return None
         id_bytes, born = new_msg_id_and_born()
         if keys:
             key = keys.split(None, 1)[0].encode()
@@ -170,9 +188,13 @@ class Sender:
             self._produce_waiting(topic, body, key, headers, on_delivery)
         except KafkaException as exc:
             raise SendError(topic, str(exc), exc.args[0] if exc.args else None) from exc
-        msg_id = id_bytes.decode()
-        msg.id = msg_id
-        return msg_id
+        return id_bytes.decode()
+
+    def _produce_prepared(self, msg: Message, on_delivery: Callable[[KafkaError | None, Any], None] | None) -> str:
+        """The general path: every check, delays, size sums."""
+        record = self.prepare(msg)
+        self.produce(record, on_delivery)
+        return record.msg_id
 
     def check_size(self, record: Record) -> None:
         """Raise :class:`MessageTooLargeError` when the record would exceed ``message.max.bytes``."""

@@ -97,7 +97,7 @@ def _unavailable(name: str, summary: str, exc: ImportError) -> click.Command:
 def main(bootstrap_servers: str | None, redis_urls: str | None, verbose: int, log_format: str | None) -> None:
     """RocketMQ semantics on Kafka: ordered consumption, delay levels, transactions, retry/DLQ."""
     configure_logging(logging.WARNING - 10 * min(verbose, 2), log_format)
-    apply_connection_flags(bootstrap_servers, redis_urls)
+    click.get_current_context().call_on_close(apply_connection_flags(bootstrap_servers, redis_urls))
 
 
 @main.group()

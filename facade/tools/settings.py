@@ -1,8 +1,10 @@
 """Where a command's connection settings come from: flags, then ``ROCKETKAFKA_*``, then a live ``dev up`` stack.
 
 The root command puts ``-b/--bootstrap-servers`` and ``--redis`` into the process
-environment (flags override variables), so every command, service and subprocess
-reads one source. When neither names a broker, a stack that ``rocketkafka dev up``
+environment for as long as the command runs (flags override variables), so every
+command, service and subprocess reads one source; the previous values come back when
+it ends, so a command run in-process (``CliRunner``, a script calling ``main``) leaves
+its caller's environment as it was. When neither names a broker, a stack that ``rocketkafka dev up``
 started is used -- only while every one of its processes is alive, and it is said on
 stderr -- so the development loop needs no exports and a dead stack is never dialled.
 """
@@ -10,6 +12,7 @@ stderr -- so the development loop needs no exports and a dead stack is never dia
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -23,12 +26,21 @@ BOOTSTRAP_ENV = "ROCKETKAFKA_BOOTSTRAP_SERVERS"
 REDIS_ENV = "ROCKETKAFKA_REDIS_URLS"
 
 
-def apply_connection_flags(bootstrap_servers: str | None, redis: str | None) -> None:
-    """Make the root command's flags the process's settings (they win over the variables)."""
-    if bootstrap_servers:
-        os.environ[BOOTSTRAP_ENV] = bootstrap_servers
-    if redis:
-        os.environ[REDIS_ENV] = redis
+def apply_connection_flags(bootstrap_servers: str | None, redis: str | None) -> Callable[[], None]:
+    """Make the root command's flags the process's settings (they win over the variables);
+    returns what puts the variables back as they were."""
+    given = {name: value for name, value in ((BOOTSTRAP_ENV, bootstrap_servers), (REDIS_ENV, redis)) if value}
+    before = {name: os.environ.get(name) for name in given}
+    os.environ.update(given)
+
+    def restore() -> None:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+    return restore
 
 
 def command_settings(**overrides: Any) -> Settings:

@@ -45,6 +45,16 @@ def produce(count: int, rounds: int) -> None:
         print_rows(run(settings, count, rounds, click.echo), f"produce {count:,} x 100 B, {rounds} rounds", click.echo)
 
 
+@bench.command("send-costs")
+@click.option("--count", default=100_000, show_default=True, type=click.IntRange(1), help="calls per loop")
+@click.option("--repeat", default=3, show_default=True, type=click.IntRange(1), help="loops per step (best counts)")
+def send_costs(count: int, repeat: int) -> None:
+    """Where a send's CPU time goes: each step alone, in µs per call, beside its raw floor (no broker used)."""
+    from rocketkafka.tools.bench.send_costs import measure, table
+
+    click.echo(table(measure(count, repeat)))
+
+
 @bench.command()
 @click.option("--records", default=1_000_000, show_default=True, help="backlog records (100 B each)")
 @click.option("--seconds", default=60.0, show_default=True, help="how long the slow consumer runs")
