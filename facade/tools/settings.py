@@ -4,9 +4,10 @@ The root command puts ``-b/--bootstrap-servers`` and ``--redis`` into the proces
 environment for as long as the command runs (flags override variables), so every
 command, service and subprocess reads one source; the previous values come back when
 it ends, so a command run in-process (``CliRunner``, a script calling ``main``) leaves
-its caller's environment as it was. When neither names a broker, a stack that ``rocketkafka dev up``
-started is used -- only while every one of its processes is alive, and it is said on
-stderr -- so the development loop needs no exports and a dead stack is never dialled.
+its caller's environment as it was. When neither names a broker, a stack that
+``rocketkafka dev up`` started is used -- only while every one of its processes is
+alive, and it is said on stderr -- so the development loop needs no exports and a dead
+stack is never dialled.
 """
 
 from __future__ import annotations
