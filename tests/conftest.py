@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """Under pytest-xdist, a ``timing`` test (it asserts a latency bound) runs while no other test runs.
+    """Under pytest-xdist, a ``timing`` test (it asserts a latency or throughput bound) runs while no other test runs.
 
     Workers share two lock files: every test holds the ``running`` lock shared, a timing test holds
     it exclusively; the ``turnstile`` a waiting timing test holds keeps new tests from starving it.
