@@ -29,7 +29,7 @@ from rocketkafka.message import ConsumeFromWhere, MessageExt
 from rocketkafka.names import check_group_name
 from rocketkafka.ordering.consume_step import ConsumeStep
 from rocketkafka.ordering.engine import OwnershipEngine
-from rocketkafka.ordering.lifecycle import Health, State
+from rocketkafka.ordering.lifecycle import EngineStatus, State
 from rocketkafka.ordering.listening import Durably
 from rocketkafka.ordering.metrics import ConsumerMetrics
 from rocketkafka.ordering.options import ConsumerOptions
@@ -75,7 +75,7 @@ METADATA_REFRESH_S = 30.0
 FORWARDER_PRODUCER_CONFIG: dict[str, Any] = {"linger.ms": 2, "enable.idempotence": True}
 
 
-class DelayForwarder:
+class DelayForwarder(EngineStatus):
     """Forward due records of the delay topics of ``settings``' prefix (levels and limits: ``settings.delay``).
 
     Parameters:
@@ -244,20 +244,6 @@ class DelayForwarder:
     @property
     def instance_name(self) -> str:
         return self.options.instance_name
-
-    @property
-    def state(self) -> State:
-        """Where the forwarder is in its life (CLOSED after a start() that failed)."""
-        if self._engine is not None:
-            return self._engine.lifecycle.state
-        return State.CLOSED if self._start_failed else State.NEW
-
-    def health(self) -> Health:
-        """State, a dead poll thread's failure, and how many partitions are owned; never raises."""
-        engine = self._engine
-        if engine is None:
-            return Health(self.state, None, 0)
-        return engine.health()
 
     def assignment(self) -> set[tuple[str, int]]:
         """Delay topic partitions this instance forwards now.

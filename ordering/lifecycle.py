@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 import threading
 from dataclasses import dataclass
+from typing import Protocol
 
 from rocketkafka.errors import ConsumerFailedError, StateError
 
@@ -137,3 +138,34 @@ class Lifecycle:
         """Raise unless NEW (configuration calls such as ``subscribe``)."""
         if self._state is not State.NEW:
             raise StateError(f"{self.name} is {self._state.value}: {action} only before start()")
+
+
+class _Engine(Protocol):
+    lifecycle: Lifecycle
+
+    def health(self) -> Health: ...
+
+
+class EngineStatus:
+    """``state`` and ``health()`` for an owner that makes its ownership engine in ``start()``.
+
+    Before ``start()`` there is no engine (NEW); a ``start()`` that failed drops it again and
+    sets ``_start_failed`` (CLOSED); otherwise the engine's lifecycle says.
+    """
+
+    _engine: _Engine | None
+    _start_failed: bool
+
+    @property
+    def state(self) -> State:
+        """Where it is in its life (CLOSED after a start() that failed)."""
+        if self._engine is not None:
+            return self._engine.lifecycle.state
+        return State.CLOSED if self._start_failed else State.NEW
+
+    def health(self) -> Health:
+        """State, the failure of a dead poll thread (if any) and how many partitions are owned; never raises."""
+        engine = self._engine
+        if engine is None:
+            return Health(self.state, None, 0)
+        return engine.health()

@@ -38,7 +38,7 @@ from rocketkafka.names import check_group_name, check_topic_name
 from rocketkafka.ordering.allocation import AllocationStrategy
 from rocketkafka.ordering.consume_step import ConsumeStep
 from rocketkafka.ordering.engine import OwnershipEngine
-from rocketkafka.ordering.lifecycle import Health, State
+from rocketkafka.ordering.lifecycle import EngineStatus, State
 from rocketkafka.validation import validation_summary
 from rocketkafka.ordering.listening import (
     BatchListener,
@@ -70,7 +70,7 @@ log = logging.getLogger(__name__)
 TP = tuple[str, int]
 
 
-class PushConsumer(ConnectionSetters):
+class PushConsumer(ConnectionSetters, EngineStatus):
     """Consume topics with RocketMQ semantics; the listener is called once per message (or per batch).
 
     Parameters:
@@ -380,20 +380,6 @@ class PushConsumer(ConnectionSetters):
         self.shutdown()
 
     # -- state -------------------------------------------------------------------------------
-    @property
-    def state(self) -> State:
-        """Where the consumer is in its life (CLOSED after a start() that failed)."""
-        if self._engine is not None:
-            return self._engine.lifecycle.state
-        return State.CLOSED if self._start_failed else State.NEW
-
-    def health(self) -> Health:
-        """State, the failure of a dead poll thread (if any) and how many partitions are owned; never raises."""
-        engine = self._engine
-        if engine is None:
-            return Health(self.state, None, 0)
-        return engine.health()
-
     def assignment(self) -> set[TP]:
         """Partitions this member owns right now.
 
