@@ -40,9 +40,7 @@ class ObservedSender(Sender):
 
     def produce_message(self, msg: Message, on_delivery: Callable[[KafkaError | None, Any], None] | None = None) -> str:
         """Every message takes the general path (:meth:`produce`), where the observers see it."""
-        record = self.prepare(msg)
-        self.produce(record, on_delivery)
-        return record.msg_id
+        return self._produce_prepared(msg, on_delivery)
 
     def produce(self, record: Record, on_delivery: Callable[[KafkaError | None, Any], None] | None = None) -> None:
         def delivered(err: KafkaError | None, kmsg: Any) -> None:

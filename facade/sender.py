@@ -199,7 +199,7 @@ class Sender:
     def check_size(self, record: Record) -> None:
         """Raise :class:`MessageTooLargeError` when the record would exceed ``message.max.bytes``."""
         size = len(record.value or b"") + len(record.key or b"")
-        if size < self.max_bytes // 2 and len(record.headers) <= 8 and self._small_headers(record):
+        if size < self._fast_limit and len(record.headers) <= 8 and self._small_headers(record):
             return  # the common case, decided without summing every header
         size += sum(len(k) + len(v or b"") + _HEADER_OVERHEAD for k, v in record.headers)
         if size > self.max_bytes:

@@ -47,11 +47,6 @@ def prepare_python_env() -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([str(root), *paths])
 
 
-def is_connect(spark: Any) -> bool:
-    """True for a Spark Connect session (no JVM gateway in this process)."""
-    return type(spark).__module__.startswith("pyspark.sql.connect")
-
-
 _registered: weakref.WeakSet = weakref.WeakSet()
 
 

@@ -17,7 +17,7 @@ from rocketkafka.config import Settings
 from rocketkafka.errors import ConfigError
 from rocketkafka.headers import record_id
 from rocketkafka.names import HEADER_PREFIX, Header
-from rocketkafka.operations.reading import LogReader
+from rocketkafka.operations.reading import LogReader, header_strings
 from rocketkafka.record import Record
 from rocketkafka.sender import Sender
 
@@ -63,7 +63,7 @@ class Resent:
 
 
 def _decode(record: Any) -> DeadLetter:  # a confluent-kafka record, as LogReader reads them
-    h = {k: v.decode("utf-8", "replace") for k, v in record.headers() or [] if v is not None}
+    h = header_strings(record)
 
     def number(name: str) -> int | None:
         value = h.get(name, "")

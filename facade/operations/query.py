@@ -29,7 +29,7 @@ from rocketkafka.headers import record_id
 from rocketkafka.message_index import MessageIndex
 from rocketkafka.msgid import msg_id_timestamp_ms
 from rocketkafka.names import HEADER_PREFIX, Header
-from rocketkafka.operations.reading import LogReader, parse_offset_spec
+from rocketkafka.operations.reading import LogReader, header_strings, parse_offset_spec
 
 #: How far from its creation time a message is looked for when scanning for an id (ms).
 DEFAULT_WINDOW_MS = 10 * 60 * 1000
@@ -59,7 +59,7 @@ class FoundMessage:
 
 
 def _found(record: Any, found_by: str) -> FoundMessage:  # a confluent-kafka record, as LogReader reads them
-    h = {k: v.decode("utf-8", "replace") for k, v in record.headers() or [] if v is not None}
+    h = header_strings(record)
     return FoundMessage(h.get(Header.MSG_ID) or record_id(record), record.topic(), record.partition(), record.offset(),
                         record.timestamp()[1], h.get(Header.TAGS), h.get(Header.KEYS),
                         {k: v for k, v in h.items() if not k.startswith(HEADER_PREFIX)},

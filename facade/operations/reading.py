@@ -210,6 +210,12 @@ class LogReader:
         return high
 
 
+def header_strings(record: Any) -> dict[str, str]:
+    """A read record's headers as text (undecodable bytes replaced, ``None`` values left out): admin output
+    shows foreign and garbled headers too, where :func:`rocketkafka.headers.read_headers` would refuse them."""
+    return {k: v.decode("utf-8", "replace") for k, v in record.headers() or [] if v is not None}
+
+
 def parse_offset_spec(text: str) -> tuple[TP, int]:
     """``topic@partition@offset`` -> ``((topic, partition), offset)``; :class:`ConfigError` otherwise."""
     parts = text.rsplit("@", 2)
