@@ -33,10 +33,6 @@ class HoldTimer:
             self._timers.add(time.monotonic() + max(0, due_ms - now_ms()) / 1000, (due_ms, produce, done))
         return done
 
-    def pending(self) -> int:
-        with self._lock:
-            return self._timers.pending()
-
     def close(self) -> None:
         """Stop; records still held are not delivered (their partitions are being left: the next owner does)."""
         with self._lock:

@@ -400,10 +400,6 @@ class OwnershipEngine:
                                           owned.claim.finished() if tp == owned.lock else 0))
         return out
 
-    def pending(self) -> set[TP]:
-        """Partitions this member should own but whose lock another member still holds."""
-        return set(self._pending)
-
     def fencing_token(self, lock: TP) -> int | None:
         """The fencing token ``lock`` was won with, while it is owned; ``None`` otherwise (any thread)."""
         owned = self._owned.get(lock)
@@ -418,10 +414,6 @@ class OwnershipEngine:
     def locks_lost(self) -> int:
         """Held locks lost since start: a renewal failed or came too late (any thread)."""
         return self._locks.lost_total if self._locks is not None else 0
-
-    def valid_until(self, lock: TP) -> float:
-        """Monotonic time until which ``lock`` is ours (infinite without locks); any thread."""
-        return self._locks.valid_until(lock) if self._locks is not None else float("inf")
 
     def _members_changed(self, members: list[Member]) -> None:
         self._members = members
@@ -620,10 +612,7 @@ class OwnershipEngine:
             return
         self.commits += 1
         try:
-            if asynchronous:  # a Literal each: the stubs overload commit() on the value of asynchronous
-                self.kafka.commit(offsets=offsets, asynchronous=True)
-            else:
-                self.kafka.commit(offsets=offsets, asynchronous=False)
+            commit_offsets(self.kafka, offsets, asynchronous)
         except KafkaException as exc:  # sent again at the next interval
             log.warning("%s: commit failed (%s); retrying", self.name, exc)
             self._forget_commits(offsets)
@@ -691,6 +680,14 @@ class OwnershipEngine:
             self.kafka.pause(pause)
         if resume:
             self.kafka.resume(resume)
+
+
+def commit_offsets(kafka: Any, offsets: list[TopicPartition], asynchronous: bool) -> None:
+    """``kafka.commit(offsets=..., asynchronous=...)``: a literal each, as the stubs overload commit() on it."""
+    if asynchronous:
+        kafka.commit(offsets=offsets, asynchronous=True)
+    else:
+        kafka.commit(offsets=offsets, asynchronous=False)
 
 
 def _shared_numbers(partitions: Iterable[TP]) -> set[int]:

@@ -134,11 +134,6 @@ class Lifecycle:
             raise StateError(f"{self.name} is not started: call start() before {action}")
         raise StateError(f"{self.name} is {state.value}: {action} needs a running one")
 
-    def check_new(self, action: str) -> None:
-        """Raise unless NEW (configuration calls such as ``subscribe``)."""
-        if self._state is not State.NEW:
-            raise StateError(f"{self.name} is {self._state.value}: {action} only before start()")
-
 
 class _Engine(Protocol):
     lifecycle: Lifecycle

@@ -312,7 +312,9 @@ class ListenerHandler:
                 continue
             pause = self._answer(work, msg, status)
             if pause is _FUTURE:
-                futures = [*(futures or ()), status]
+                if futures is None:
+                    futures = []
+                futures.append(status)
             elif pause is not None:
                 return i, futures, pause
             elif exact and futures is None:

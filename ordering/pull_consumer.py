@@ -41,7 +41,7 @@ from rocketkafka.config import Settings
 from rocketkafka.errors import ConfigError
 from rocketkafka.headers import tags_of
 from rocketkafka.names import check_group_name, check_topic_name
-from rocketkafka.ordering.engine import OwnershipEngine
+from rocketkafka.ordering.engine import OwnershipEngine, commit_offsets
 from rocketkafka.ordering.options import ConsumerOptions
 from rocketkafka.ordering.step import TP, ClaimContext
 from rocketkafka.tags import TagFilter
@@ -65,13 +65,6 @@ class _Native:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(_base, name).__get__(self._consumer)
-
-
-def _commit(kafka: _KafkaConsumer, offsets: list[TopicPartition], asynchronous: bool) -> list[TopicPartition] | None:
-    """``kafka.commit(offsets=..., asynchronous=...)``; the stubs overload it on a literal ``asynchronous``."""
-    if asynchronous:
-        return kafka.commit(offsets=offsets, asynchronous=True)
-    return kafka.commit(offsets=offsets, asynchronous=False)
 
 
 def _position_of(message: Message) -> tuple[str, int, int]:
@@ -422,10 +415,7 @@ class Consumer(_KafkaConsumer):
         offsets = [tp for tp in offsets if tp.offset >= 0 and self._last_auto.get((tp.topic, tp.partition)) != tp.offset]
         if offsets:
             self._last_auto.update({(tp.topic, tp.partition): tp.offset for tp in offsets})
-            if asynchronous:  # the stubs overload commit() on a literal ``asynchronous``
-                super().commit(offsets=offsets, asynchronous=True)
-            else:
-                super().commit(offsets=offsets, asynchronous=False)
+            commit_offsets(_Native(self), offsets, asynchronous)  # confluent-kafka's commit, past our override
 
     def _on_commit(self, err: Any, partitions: list[TopicPartition]) -> None:
         """Commit results: the engine's bookkeeping first, then the application's ``on_commit``."""

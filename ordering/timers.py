@@ -42,10 +42,6 @@ class DueTimers:
         heapq.heappush(self._heap, (due, next(self._seq), item))
         self._wake.notify()
 
-    def pending(self) -> int:
-        """Items waiting (caller holds the lock)."""
-        return len(self._heap)
-
     def close(self) -> None:
         """Stop the thread; pending items never fire (caller holds the lock, then calls :meth:`join`)."""
         self._closed = True

@@ -214,11 +214,6 @@ class WorkManager:
         while self._inline:
             self._pool.submit(self._run, self._inline.popleft())
 
-    def shards(self) -> int:
-        """Ordered shards holding work right now."""
-        with self._lock:
-            return len(self._shards)
-
     def close(self) -> None:
         """Stop scheduling; running batches finish, queued ones never start."""
         with self._lock:
