@@ -44,14 +44,17 @@ from rocketkafka.ordering.listening import LOCK_RECHECK_MS
 from rocketkafka.ordering.partition import Batch
 from rocketkafka.ordering.work import Outcome
 from rocketkafka.schedule.routing import DELAY_HEADERS, now_ms
-from rocketkafka.schedule.tiers import DELIVER, Deliver, Hold, Hop, Tiers, Wait
+from rocketkafka.schedule.tiers import DELIVER, Deliver, Hold, Hop, Tier, Tiers, Wait
 
 log = logging.getLogger(__name__)
 
 _DELIVER_AT, _REAL_TOPIC, _REAL_QID, _LEVEL = Header.DELIVER_AT, Header.REAL_TOPIC, Header.REAL_QUEUE_ID, \
     Header.DELAY_LEVEL
+_ORIGIN_TS = Header.ORIGIN_TIMESTAMP
 #: The delay headers a delivered record keeps (see the module docstring).
 PROVENANCE_HEADERS = frozenset({_DELIVER_AT, _LEVEL})
+#: Decoded real topic names remembered (a forged stream of names must not grow memory).
+TOPIC_NAMES_KEPT = 1024
 
 
 class DelayRecordError(Exception):
@@ -77,6 +80,7 @@ class ForwardHandler:
         self.tiers, self._kafka, self._partitions, self._lookup = tiers, producer, partitions, lookup
         self._dead_letter, self.metrics, self._max_ahead = dead_letter, metrics, max_ahead_ms
         self.holds = HoldTimer()
+        self._topic_names: dict[bytes, str] = {}
 
     def close(self) -> None:
         self.holds.close()
@@ -90,94 +94,99 @@ class ForwardHandler:
         tier = self.tiers.by_topic[work.topic]
         ack = BatchAck()
         on_delivery = ack.track_many()
-        kafka, partitions, on_forward = self._kafka, self._partitions, self.metrics.on_forward
+        kafka, partitions, fields = self._kafka, self._partitions, self._fields
+        lateness: list[int] = []  # of the records delivered here; into the metrics once per batch
         valid_until = work.valid_until()
         now = now_ms()
-        for i in range(start, end):
-            if i & 63 == 63:  # every 64 records: the clock, and whether the lock still holds
-                now = now_ms()
-                if time.monotonic() >= valid_until:
-                    valid_until = work.valid_until()
-                    if time.monotonic() >= valid_until:  # a stalled process stops: its lock may be gone
-                        return Outcome(i - start, ack.close(), LOCK_RECHECK_MS)
-            record = records[i]
-            headers = record.headers() or []
-            try:
-                due, real_topic, real_partition, cut = self._fields(headers, now)
-            except DelayRecordError as exc:
-                self._dead_letter(record, str(exc))
-                continue
-            action: Wait | Hold | Hop | Deliver
-            if due <= now:  # the common case of a backlog: due, deliver (never before the due time)
-                action = DELIVER
-            else:
-                action = self.tiers.decide(tier, record.timestamp()[1], due, now_ms())
-                if isinstance(action, Wait):
-                    return Outcome(i - start, ack.close(), action.ms)
-            if isinstance(action, Hop):
-                target = action.tier.topic
-                partition = self.tiers.partition_for(real_topic, real_partition, partitions[target])
-                self._send(target, partition, record.key(), record.value(), headers, ack.track())
-                self.metrics.on_reroute()
-                continue
-            known = partitions.get(real_topic)
-            if known is None or real_partition >= known:
-                reason = self._check_destination(real_topic, real_partition)
-                if reason is not None:
-                    self._dead_letter(record, reason)
+        try:
+            for i in range(start, end):
+                if i & 63 == 63:  # every 64 records: the clock, and whether the lock still holds
+                    now = now_ms()
+                    if time.monotonic() >= valid_until:
+                        valid_until = work.valid_until()
+                        if time.monotonic() >= valid_until:  # a stalled process stops: its lock may be gone
+                            return Outcome(i - start, ack.close(), LOCK_RECHECK_MS)
+                record = records[i]
+                headers = record.headers() or []
+                try:
+                    due, real_topic, real_partition, kept = fields(headers, now)
+                except DelayRecordError as exc:
+                    self._dead_letter(record, str(exc))
                     continue
-            kept = _delivered_headers(headers, cut)
-            if isinstance(action, Hold):
-                ack.follow(self.holds.add(due, partial(self._deliver, real_topic, real_partition, record.key(),
-                                                       record.value(), kept, due)))
-                continue
-            on_delivery.add()
-            try:
-                kafka.produce(real_topic, record.value(), record.key(), partition=real_partition, headers=kept,
-                              on_delivery=on_delivery)
-            except BufferError:  # the producer's queue is full: wait for room
-                on_delivery.cancel()
-                self._send(real_topic, real_partition, record.key(), record.value(), kept, ack.track())
-            on_forward(now - due)
-        return Outcome(end - start, ack.close())
+                known = partitions.get(real_topic)
+                if due <= now and known is not None and real_partition < known:  # the common case: due, deliver
+                    on_delivery.add()
+                    try:
+                        kafka.produce(real_topic, record.value(), record.key(), partition=real_partition,
+                                      headers=kept, on_delivery=on_delivery)
+                    except BufferError:  # the producer's queue is full: wait for room
+                        on_delivery.cancel()
+                        self._send(real_topic, real_partition, record.key(), record.value(), kept, ack.track())
+                    lateness.append(now - due)
+                    continue
+                pause_ms = self._not_plain(tier, record, due, real_topic, real_partition, headers, kept, ack, lateness)
+                if pause_ms is not None:
+                    return Outcome(i - start, ack.close(), pause_ms)
+            return Outcome(end - start, ack.close())
+        finally:
+            if lateness:
+                self.metrics.on_forward_many(lateness)
 
-    def _fields(self, headers: list[tuple[str, bytes | None]], now: int) -> tuple[int, str, int, int]:
-        """Due time, real topic, real partition, and where the delay headers start (-1: scattered).
+    def _not_plain(self, tier: Tier, record: Any, due: int, real_topic: str, real_partition: int,
+                   headers: list[tuple[str, bytes | None]], kept: list[tuple[str, bytes | None]], ack: BatchAck,
+                   lateness: list[int]) -> int | None:
+        """A record that is not yet due or whose destination is not known yet: hop, hold, deliver or
+        dead-letter it; returns the pause (ms) when the partition must wait for it."""
+        now = now_ms()
+        action: Wait | Hold | Hop | Deliver = DELIVER if due <= now else \
+            self.tiers.decide(tier, record.timestamp()[1], due, now)
+        if isinstance(action, Wait):
+            return action.ms
+        if isinstance(action, Hop):
+            target = action.tier.topic
+            partition = self.tiers.partition_for(real_topic, real_partition, self._partitions[target])
+            self._send(target, partition, record.key(), record.value(), headers, ack.track())
+            self.metrics.on_reroute()
+            return None
+        known = self._partitions.get(real_topic)
+        if known is None or real_partition >= known:
+            reason = self._check_destination(real_topic, real_partition)
+            if reason is not None:
+                self._dead_letter(record, reason)
+                return None
+        if isinstance(action, Hold):
+            ack.follow(self.holds.add(due, partial(self._deliver, real_topic, real_partition, record.key(),
+                                                   record.value(), kept, due)))
+            return None
+        self._send(real_topic, real_partition, record.key(), record.value(), kept, ack.track())
+        lateness.append(now - due)
+        return None
 
-        The router appends the delay headers last, so they are read from the end; anything else is
-        looked for everywhere and validated.
+    def _fields(self, headers: list[tuple[str, bytes | None]], now: int) -> tuple[int, str, int, list[Any]]:
+        """Due time, real topic, real partition, and the headers the delivered record keeps.
+
+        The router appends the delay headers last, in one order (``DELIVER_AT``, ``REAL_TOPIC``,
+        ``REAL_QID``, ``ORIGIN_TS``, then ``DELAY`` for level messages): they are read at their
+        places when they are there, else looked for from the end and then everywhere.
 
         Raises:
             DelayRecordError: missing or garbled delay headers, or a due time beyond the maximum delay.
         """
-        raw_due = raw_topic = raw_qid = None
-        cut = len(headers)
-        for i in range(cut - 1, -1, -1):
-            name = headers[i][0]
-            if name not in DELAY_HEADERS:
-                break
-            cut = i
-            if name == _DELIVER_AT:
-                raw_due = headers[i][1]
-            elif name == _REAL_TOPIC:
-                raw_topic = headers[i][1]
-            elif name == _REAL_QID:
-                raw_qid = headers[i][1]
-        if raw_due is None or raw_topic is None or raw_qid is None:  # not at the end: look everywhere
-            cut = -1
-            for name, value in headers:
-                if name == _DELIVER_AT:
-                    raw_due = value
-                elif name == _REAL_TOPIC:
-                    raw_topic = value
-                elif name == _REAL_QID:
-                    raw_qid = value
-        for name, value in ((_DELIVER_AT, raw_due), (_REAL_TOPIC, raw_topic), (_REAL_QID, raw_qid)):
-            if value is None:
-                raise DelayRecordError(f"missing header {name}")
-        try:
-            due, topic, partition = int(raw_due), raw_topic.decode(), int(raw_qid)  # type: ignore[arg-type, union-attr]
-        except (TypeError, ValueError, UnicodeDecodeError) as exc:
+        n = len(headers)
+        cut = n - 5 if n and headers[-1][0] == _LEVEL else n - 4
+        if cut >= 0 and headers[cut][0] == _DELIVER_AT and headers[cut + 1][0] == _REAL_TOPIC \
+                and headers[cut + 2][0] == _REAL_QID and headers[cut + 3][0] == _ORIGIN_TS \
+                and (cut == 0 or headers[cut - 1][0] not in DELAY_HEADERS):
+            raw_due, raw_topic, raw_qid = headers[cut][1], headers[cut + 1][1], headers[cut + 2][1]
+            kept = headers[:cut + 1] + headers[cut + 4:]  # the provenance: DELIVER_AT, and DELAY when there
+        else:
+            raw_due, raw_topic, raw_qid, kept = _scattered_fields(headers)
+        try:  # a missing (None) value raises too: it is named below, off the hot path
+            due, topic, partition = int(raw_due), self._topic_name(raw_topic), int(raw_qid)  # type: ignore[arg-type]
+        except (TypeError, ValueError, UnicodeDecodeError, AttributeError) as exc:
+            for name, value in ((_DELIVER_AT, raw_due), (_REAL_TOPIC, raw_topic), (_REAL_QID, raw_qid)):
+                if value is None:
+                    raise DelayRecordError(f"missing header {name}") from None
             raise DelayRecordError(f"garbled delay header ({exc})") from None
         if not topic:
             raise DelayRecordError("empty real topic")
@@ -185,7 +194,16 @@ class ForwardHandler:
             raise DelayRecordError(f"real partition {partition} is negative")
         if due < 0 or due > now + self._max_ahead:
             raise DelayRecordError(f"due time {due} is outside 0 .. now + the maximum delay")
-        return due, topic, partition, cut
+        return due, topic, partition, kept
+
+    def _topic_name(self, raw: bytes) -> str:
+        """``raw.decode()``, remembered for the few real topics a forwarder sees."""
+        name = self._topic_names.get(raw)
+        if name is None:
+            name = raw.decode()
+            if len(self._topic_names) < TOPIC_NAMES_KEPT:
+                self._topic_names[raw] = name
+        return name
 
     def _check_destination(self, topic: str, partition: int) -> str | None:
         """Why ``topic``/``partition`` cannot receive the record, or ``None`` when it can."""
@@ -220,11 +238,37 @@ class ForwardHandler:
         return ack.close() or ack
 
 
-def _delivered_headers(headers: list[tuple[str, bytes | None]], cut: int) -> list[tuple[str, bytes | None]]:
-    """The headers of the delivered record: everything but the routing headers (provenance kept)."""
-    if cut >= 0:
-        return headers[:cut] + [(k, v) for k, v in headers[cut:] if k in PROVENANCE_HEADERS]
-    return [(k, v) for k, v in headers if k not in DELAY_HEADERS or k in PROVENANCE_HEADERS]
+def _scattered_fields(headers: list[tuple[str, bytes | None]]) -> tuple[Any, Any, Any, list[Any]]:
+    """``(due, topic, qid, kept headers)`` of headers not in the router's layout (raw values, ``None`` when missing).
+
+    The trailing run of delay headers is read first (its earliest value of a name wins); when it
+    lacks one, the headers are searched everywhere (the last value wins).
+    """
+    raw_due = raw_topic = raw_qid = None
+    cut = len(headers)
+    for i in range(cut - 1, -1, -1):
+        name = headers[i][0]
+        if name not in DELAY_HEADERS:
+            break
+        cut = i
+        if name == _DELIVER_AT:
+            raw_due = headers[i][1]
+        elif name == _REAL_TOPIC:
+            raw_topic = headers[i][1]
+        elif name == _REAL_QID:
+            raw_qid = headers[i][1]
+    if raw_due is not None and raw_topic is not None and raw_qid is not None:
+        return raw_due, raw_topic, raw_qid, headers[:cut] + [(k, v) for k, v in headers[cut:]
+                                                             if k in PROVENANCE_HEADERS]
+    for name, value in headers:
+        if name == _DELIVER_AT:
+            raw_due = value
+        elif name == _REAL_TOPIC:
+            raw_topic = value
+        elif name == _REAL_QID:
+            raw_qid = value
+    return raw_due, raw_topic, raw_qid, [(k, v) for k, v in headers if k not in DELAY_HEADERS
+                                         or k in PROVENANCE_HEADERS]
 
 
 def log_dead_letter(record: Any, reason: str) -> None:

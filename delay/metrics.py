@@ -49,6 +49,12 @@ class ForwarderMetrics(MetricsEndpoint):
         if len(self._events) > FOLD_AT:
             self._fold()
 
+    def on_forward_many(self, late_ms: list[int]) -> None:
+        """:meth:`on_forward` for each of ``late_ms`` (a batch's records, one call)."""
+        self._events.extend(late_ms)
+        if len(self._events) > FOLD_AT:
+            self._fold()
+
     def on_reroute(self) -> None:
         self._events.append(_HOP)
         if len(self._events) > FOLD_AT:

@@ -140,13 +140,18 @@ def txn(count: int, threads: int, unknown: int) -> None:
 @click.option("--due-count", default=100_000, show_default=True, help="already-due records for the throughput figure")
 @click.option("--partitions", default=4, show_default=True, help="partitions per delay topic")
 @click.option("--forwarders", default=1, show_default=True, help="forwarder processes for the throughput figure")
-def delay_cmd(rate: int, duration: float, levels: str, due_count: int, partitions: int, forwarders: int) -> None:
+@click.option("--rounds", default=3, show_default=True, help="pipe/forwarder rounds of the throughput figure")
+@click.option("--part", type=click.Choice(["both", "lateness", "throughput"]), default="both", show_default=True,
+              help="run only one of the two parts")
+def delay_cmd(rate: int, duration: float, levels: str, due_count: int, partitions: int, forwarders: int,
+              rounds: int, part: str) -> None:
     """Delay forwarder: lateness p50/p99/max under load, and already-due throughput beside a raw pipe."""
     from rocketkafka.tools.bench.delay import bench_delay, print_delay_result
 
     with bench_settings() as settings:
         result = bench_delay(settings, rate=rate, duration=duration, levels=levels, due_count=due_count,
-                             partitions=partitions, forwarders=forwarders, log=click.echo)
+                             partitions=partitions, forwarders=forwarders, rounds=rounds,
+                             lateness=part != "throughput", throughput=part != "lateness", log=click.echo)
         print_delay_result(result, click.echo)
 
 
