@@ -214,7 +214,9 @@ def test_unanswerable_and_malformed_halves_are_parked_once_with_a_reason(rk_sett
     assert "300 characters, over the limit of 255" in parked[b"group of 300 characters"]
     assert "it is empty" in parked[b"empty group"]
     assert "malformed" in parked[b"check times garbled"] and "malformed" in parked[b"no headers"]
-    assert committed == ["T-GOOD"] and scans >= 2
+    # check-backs are at least once, as in RocketMQ: under load a scan may ask again before it has read the
+    # op record of the first answer; what must hold is that only the answerable half was ever asked about
+    assert set(committed) == {"T-GOOD"} and scans >= 2, committed
 
 
 def test_the_drop_in_consumer_hands_foreign_records_over_as_kafka_does_and_filters_garbled_tags(
