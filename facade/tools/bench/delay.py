@@ -22,6 +22,7 @@ for latency (``fetch.wait.max.ms=5``), plus 30 ms.
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import statistics
@@ -304,8 +305,8 @@ def _pipe(settings: Settings, source: str, target: str, count: int) -> float:
     """The raw pipe's rate, taken as the forwarder's is: the pipe in a process of its own, its output
     read by this process meanwhile (both then share the two cores with the same reader)."""
     partitions = TopicAdmin(settings).partitions(source)
-    proc = subprocess.Popen([sys.executable, "-m", "rocketkafka.tools.bench.delay", settings.bootstrap_servers, source,
-                             str(partitions), target, str(count)], cwd=_REPO)
+    proc = subprocess.Popen([sys.executable, "-m", "rocketkafka.tools.bench.delay", source, str(partitions), target,
+                             str(count)], cwd=_REPO, env={**os.environ, **settings.environment()})
     try:
         return _output_rate(settings.bootstrap_servers, target, 8, count, timeout=60 + count / 2000)
     finally:
@@ -315,13 +316,13 @@ def _pipe(settings: Settings, source: str, target: str, count: int) -> float:
             proc.kill()
 
 
-def run_pipe(bootstrap: str, source: str, partitions: int, target: str, count: int) -> None:
+def run_pipe(settings: Settings, source: str, partitions: int, target: str, count: int) -> None:
     """A raw consume -> produce copy of ``count`` records of ``source`` (key, value, headers): a
     forwarder without rules. Run as ``python -m rocketkafka.tools.bench.delay`` by :func:`_pipe`."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"pipe-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False, "fetch.wait.max.ms": 10})
+    consumer = Consumer(settings.kafka_config(**{"group.id": f"pipe-{uuid.uuid4().hex}", "enable.auto.commit": False,
+                                                 "fetch.wait.max.ms": 10}))
     consumer.assign([TopicPartition(source, p, OFFSET_BEGINNING) for p in range(partitions)])
-    producer = RawProducer({"bootstrap.servers": bootstrap, "linger.ms": 2, "enable.idempotence": True})
+    producer = RawProducer(settings.kafka_config(**{"linger.ms": 2, "enable.idempotence": True}))
     copied = 0
     try:
         while copied < count:
@@ -464,4 +465,4 @@ def print_delay_result(result: DelayBenchResult, echo=print) -> None:
 
 
 if __name__ == "__main__":  # the raw pipe's process (see _pipe)
-    run_pipe(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]))
+    run_pipe(Settings.load(), sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]))
