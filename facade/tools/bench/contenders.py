@@ -8,7 +8,10 @@ its figures. :mod:`~rocketkafka.tools.bench.rounds` runs them round by round.
   steady-state (first record handled to last), start-up is reported apart (``first_s``).
 - ``latency``: once the client owns every partition, a paced producer process sends
   ``rate`` msg/s for ``seconds``, each record carrying its send time; the figures are
-  percentiles of handler time minus send time (one clock: same machine).
+  percentiles of handler time minus send time (one clock: same machine). A PushConsumer
+  runs beside a raw-tuned reader process of the same records: on Tansu a stream's hop
+  drifts from second to second, so its fair baseline is the same records at the same time
+  (``beside_*`` figures, and the per-record difference ``added_*``).
 """
 
 from __future__ import annotations
@@ -147,31 +150,84 @@ def _drop_in(settings: Settings, topic: str, how: str, meter: _Meter, timeout: f
 def latency(settings: Settings, mode: str, topic: str, partitions: int, rate: int, seconds: float) -> dict[str, Any]:
     """Owning every partition first, receive ``rate`` msg/s for ``seconds``; produce->handler percentiles."""
     expected = int(rate * seconds)
-    lags: list[float] = []
+    lags: dict[bytes, float] = {}  # send time (the header's text) -> lag
     done = threading.Event()
 
     def seen(record: Any) -> None:
         now = time.time()
         for name, value in record.headers() or ():
             if name == SEND_TIME:
-                lags.append(now - float(value))
+                lags[value] = now - float(value)
         if len(lags) >= expected:
             done.set()
 
+    spawn = multiprocessing.get_context("spawn")
+    beside = _RawBeside(spawn, settings, topic, partitions) if mode.startswith("push-") else None
     stop, ready = _latency_client(settings, mode, topic, partitions, seen)
     ready()
+    if beside is not None:
+        beside.wait_ready()
     time.sleep(0.5)  # the first fetches are out: measure the steady state, not the start
-    sender = multiprocessing.get_context("spawn").Process(
-        target=_paced_send, args=(settings.kafka_config(), topic, rate, seconds), daemon=True)
+    sender = spawn.Process(target=_paced_send, args=(settings.kafka_config(), topic, rate, seconds), daemon=True)
     sender.start()
     done.wait(seconds + 30)
     sender.join(10)
     stop()
     if len(lags) < expected:
         raise TimeoutError(f"{mode}: {len(lags)} of {expected} records arrived")
-    ordered = sorted(lags)
-    return {"mode": mode, "p50_ms": percentile(ordered, 50) * 1000, "p99_ms": percentile(ordered, 99) * 1000,
-            "max_ms": ordered[-1] * 1000, "records": len(ordered)}
+    result = {"mode": mode, **_percentiles("", list(lags.values())), "records": len(lags)}
+    if beside is not None:
+        raw = beside.stop()
+        both = [k for k in lags if k in raw]
+        result.update(_percentiles("beside_", [raw[k] for k in both]),
+                      **_percentiles("added_", [lags[k] - raw[k] for k in both]), beside_records=len(both))
+    return result
+
+
+def _percentiles(prefix: str, seconds: list[float]) -> dict[str, float]:
+    ordered = sorted(seconds)
+    return {f"{prefix}p50_ms": percentile(ordered, 50) * 1000, f"{prefix}p99_ms": percentile(ordered, 99) * 1000,
+            f"{prefix}max_ms": ordered[-1] * 1000}
+
+
+class _RawBeside:
+    """A raw-tuned reader of the same topic in a process of its own, at the same time as the contender."""
+
+    def __init__(self, spawn: Any, settings: Settings, topic: str, partitions: int) -> None:
+        self._ready, self._stop, self._out = spawn.Event(), spawn.Event(), spawn.Queue()
+        self._proc = spawn.Process(target=_raw_reader, daemon=True, args=(
+            settings.kafka_config(), topic, partitions, self._ready, self._stop, self._out))
+        self._proc.start()
+
+    def wait_ready(self) -> None:
+        if not self._ready.wait(60):
+            raise TimeoutError("the raw reader beside the contender did not start within 60 s")
+
+    def stop(self) -> dict[bytes, float]:
+        """Stop it; the lag of each record it saw, by send time."""
+        self._stop.set()
+        lags: dict[bytes, float] = self._out.get(timeout=30)
+        self._proc.join(10)
+        return lags
+
+
+def _raw_reader(config: dict[str, Any], topic: str, partitions: int, ready: Any, stop: Any, out: Any) -> None:
+    c = Consumer({**config, "group.id": f"bench-lat-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
+                  **RAW_TUNED})
+    c.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
+    lags: dict[bytes, float] = {}
+    started = time.monotonic()
+    while not stop.is_set():
+        record = c.poll(0.1)
+        if not ready.is_set() and time.monotonic() - started >= 0.5:  # as the raw modes: positions are resolved
+            ready.set()
+        if record is not None and record.error() is None:
+            now = time.time()
+            for name, value in record.headers() or ():
+                if name == SEND_TIME:
+                    lags[value] = now - float(value)
+    c.close()
+    out.put(lags)
 
 
 def _latency_client(settings: Settings, mode: str, topic: str, partitions: int,

@@ -6,6 +6,12 @@ time minus send time. References in the same rounds: raw confluent-kafka with
 librdkafka's defaults, and raw tuned for latency (``fetch.wait.max.ms=5``). Issue
 12's targets: PushConsumer with *its default settings* within raw-tuned p50 + 5 ms and
 p99 + 20 ms.
+
+The raw-tuned figure a PushConsumer is judged against is the one of a raw-tuned reader
+that read the same records at the same time, beside it (:mod:`~rocketkafka.tools.bench.contenders`):
+Tansu's hop drifts within a run (a raw-tuned p99 of 14 ms in one round and 215 ms in the
+next, measured), so a baseline taken in another process's turn judges the broker's
+moment, not the consumer. The raw-tuned rows alone stay as the reference of the issue.
 """
 
 from __future__ import annotations
@@ -34,18 +40,26 @@ def bench_latency(settings: Settings, rate: int = 1000, seconds: float = 10.0, r
         return run_contender(settings, {"kind": "latency", "mode": mode, "topic": topic, "partitions": PARTITIONS,
                                         "rate": rate, "seconds": seconds})
 
-    results = interleave(list(LATENCY_MODES), run_one, rounds, log)
-    tuned_p50 = statistics.median(r["p50_ms"] for r in results["raw-tuned"])
-    tuned_p99 = statistics.median(r["p99_ms"] for r in results["raw-tuned"])
+    return latency_rows(interleave(list(LATENCY_MODES), run_one, rounds, log), rate, seconds, rounds)
+
+
+def latency_rows(results: dict[str, list[dict[str, Any]]], rate: int, seconds: float, rounds: int) -> list[BenchRow]:
+    """The rows of :func:`bench_latency` from its contenders' results (per mode, one dict per round)."""
     detail = f"{rate:,} msg/s for {seconds:g} s, {PARTITIONS} partitions, median of {rounds} rounds"
     titles = {"raw-default": "raw confluent-kafka, default settings", "raw-tuned": "raw, tuned (fetch.wait.max.ms=5)",
               "push-concurrent": "PushConsumer concurrent, defaults", "push-orderly": "PushConsumer orderly, defaults"}
     rows = []
     for mode in LATENCY_MODES:
         ours = mode.startswith("push-")
-        for pct, tuned, slack in (("p50", tuned_p50, P50_SLACK_MS), ("p99", tuned_p99, P99_SLACK_MS)):
+        for pct, slack in (("p50", P50_SLACK_MS), ("p99", P99_SLACK_MS)):
             f = figure(results, mode, f"{pct}_ms")
-            target = Target("<=", round(tuned + slack, 1), "value", f"raw tuned {pct} + {slack:g} ms") if ours else None
+            target, note = None, detail if mode == "raw-default" and pct == "p50" else ""
+            if ours:
+                beside = statistics.median(r[f"beside_{pct}_ms"] for r in results[mode])
+                added = figure(results, mode, f"added_{pct}_ms")
+                target = Target("<=", round(beside + slack, 1), "value", f"raw tuned beside {pct} + {slack:g} ms")
+                note = (f"raw tuned reading the same records at the same time: {pct} {beside:.3g} ms; "
+                        f"per-record added {pct} {added.median:.3g} ms ({added.spread[0]:.3g} to {added.spread[1]:.3g})")
             rows.append(BenchRow("latency", f"{titles[mode]}: {pct}", f.median, "ms", target=target, spread=f.spread,
-                                 detail=detail if mode == "raw-default" and pct == "p50" else ""))
+                                 detail=note))
     return rows
