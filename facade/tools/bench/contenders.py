@@ -33,8 +33,8 @@ from rocketkafka.tools.bench.rounds import percentile
 
 #: Consume modes: a raw loop, the same loop calling a Python function per record (the floor of any
 #: per-message Python API), the PushConsumer's modes, and the drop-in Kafka consumer.
-CONSUME_MODES = ("raw", "raw+call", "raw-poll", "push-concurrent", "push-orderly", "push-keyed", "push-batch",
-                 "dropin-poll", "dropin-consume")
+CONSUME_MODES = ("raw", "raw+call", "raw-poll", "raw-engine", "raw+call-engine", "push-concurrent", "push-orderly",
+                 "push-keyed", "push-batch", "dropin-poll", "dropin-consume")
 #: Latency modes: raw with librdkafka's defaults, raw tuned for latency, PushConsumer with *its* defaults.
 LATENCY_MODES = ("raw-default", "raw-tuned", "push-concurrent", "push-orderly")
 #: What "raw tuned for latency" sets: the broker answers a fetch after at most 5 ms without data.
@@ -76,7 +76,7 @@ def consume(settings: Settings, mode: str, topic: str, partitions: int, count: i
     """Read ``count`` records of ``topic`` from its start in ``mode``; steady rate, start-up, CPU."""
     meter = _Meter(count)
     started, cpu0 = time.perf_counter(), time.process_time()
-    if mode in ("raw", "raw+call", "raw-poll"):
+    if mode in ("raw", "raw+call", "raw-poll", "raw-engine", "raw+call-engine"):
         _raw_loop(settings, topic, partitions, meter, mode, timeout=timeout)
     elif mode.startswith("push-"):
         _push(settings, topic, mode[5:], meter, timeout)
@@ -96,7 +96,14 @@ def _noop(_record: Any) -> None:
 
 
 def _raw_loop(settings: Settings, topic: str, partitions: int, meter: _Meter, mode: str, timeout: float) -> None:
-    c = Consumer(settings.kafka_config(**{"group.id": f"bench-raw-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False}))
+    """``raw``, ``raw+call``, ``raw-poll``; ``-engine``: with the fetch settings the PushConsumer's engine uses."""
+    from rocketkafka.ordering.options import KAFKA_CONSUMER_DEFAULTS
+
+    fetch = {k: v for k, v in KAFKA_CONSUMER_DEFAULTS.items() if k.startswith("fetch.")} \
+        if mode.endswith("-engine") else {}
+    mode = mode.removesuffix("-engine")
+    c = Consumer(settings.kafka_config(**{"group.id": f"bench-raw-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
+                                          **fetch}))
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     deadline, noop = time.monotonic() + timeout, _noop
     while not meter.done.is_set() and time.monotonic() < deadline:
