@@ -29,6 +29,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, Producer, TopicPartition
 
 from rocketkafka.config import Settings
+from rocketkafka.ordering.options import KAFKA_CONSUMER_DEFAULTS
 from rocketkafka.tools.bench.rounds import percentile
 
 #: Consume modes: a raw loop, the same loop calling a Python function per record (the floor of any
@@ -97,8 +98,6 @@ def _noop(_record: Any) -> None:
 
 def _raw_loop(settings: Settings, topic: str, partitions: int, meter: _Meter, mode: str, timeout: float) -> None:
     """``raw``, ``raw+call``, ``raw-poll``; ``-engine``: with the fetch settings the PushConsumer's engine uses."""
-    from rocketkafka.ordering.options import KAFKA_CONSUMER_DEFAULTS
-
     fetch = {k: v for k, v in KAFKA_CONSUMER_DEFAULTS.items() if k.startswith("fetch.")} \
         if mode.endswith("-engine") else {}
     mode = mode.removesuffix("-engine")
