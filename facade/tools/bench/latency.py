@@ -57,10 +57,10 @@ def latency_rows(results: dict[str, list[dict[str, Any]]], rate: int, seconds: f
             if ours:
                 beside = _median(results[mode], f"beside_{pct}_ms")
                 target = Target("<=", round(beside + slack, 1), "value", f"raw tuned beside {pct} + {slack:g} ms")
-                note = f"raw tuned reading the same records at the same time: {pct} {beside:.3g} ms; " + (
-                    f"per record ours - raw: p50 {_median(results[mode], 'added_p50_ms'):.3g} ms" if pct == "p50" else
-                    f"per record ours - raw: p1 {_median(results[mode], 'added_p1_ms'):.3g} ms, "
-                    f"p99 {_median(results[mode], 'added_p99_ms'):.3g} ms")
+                note = f"raw tuned reading the same records at the same time: {pct} {_ms(beside)} ms; " + (
+                    f"per record ours - raw: p50 {_ms(_median(results[mode], 'added_p50_ms'))} ms" if pct == "p50" else
+                    f"per record ours - raw: p1 {_ms(_median(results[mode], 'added_p1_ms'))} ms, "
+                    f"p99 {_ms(_median(results[mode], 'added_p99_ms'))} ms")
             rows.append(BenchRow("latency", f"{titles[mode]}: {pct}", f.median, "ms", target=target, spread=f.spread,
                                  detail=note))
     return rows
@@ -68,3 +68,7 @@ def latency_rows(results: dict[str, list[dict[str, Any]]], rate: int, seconds: f
 
 def _median(rounds: list[dict[str, Any]], measure: str) -> float:
     return statistics.median(r[measure] for r in rounds)
+
+
+def _ms(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
