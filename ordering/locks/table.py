@@ -286,9 +286,12 @@ class LockTable:
                 expired = {tp: lease for tp, lease in self._leases.items() if now >= lease.held.valid_until}
                 live = {tp: lease for tp, lease in self._leases.items() if tp not in expired}
             lost: set[TopicPartition] = set(expired)
+            failed: set[TopicPartition] = set()
+            round_ms = 0.0
             if live:
                 started = time.monotonic()
                 results, sent = self._claim(list(live.values()))
+                round_ms = (time.monotonic() - started) * 1000
                 votes = tally([r[0] if r else None for r in results], len(live))
                 _, failed = self._settle(live, votes, sent, started, valid_until(started, self.settings))
                 lost |= failed
@@ -296,7 +299,11 @@ class LockTable:
                 with self._state:
                     released = [self._leases.pop(tp) for tp in lost]
                     self.lost_total += len(lost)
-                log.warning("%s lost %d lock(s) of group %s: %s", self.owner, len(lost), self.group, sorted(lost))
+                # which criterion fired, and how late: a stalled caller and a failing quorum read differently
+                late_ms = max(((now - lease.held.valid_until) * 1000 for lease in expired.values()), default=0.0)
+                log.warning("%s lost %d lock(s) of group %s: %s (%d past their client expiry before the round, "
+                            "by up to %.0f ms; %d without a quorum in time, round %.0f ms)", self.owner, len(lost),
+                            self.group, sorted(lost), len(expired), late_ms, len(failed), round_ms)
                 self._release(released)
             return lost
 
