@@ -287,10 +287,6 @@ class ListenerHandler:
         exact = not batch.pipelined  # ``done`` may follow every message (see BatchHandler)
         valid_until = work.valid_until()
         for i in range(i, n):
-            if monotonic() >= valid_until:  # a process that stalled past its lock stops before the next message
-                valid_until = work.valid_until()
-                if monotonic() >= valid_until:
-                    return i, futures, LOCK_RECHECK_MS
             record = records[i]
             if selects is not None and not selects(record):
                 continue
@@ -298,6 +294,13 @@ class ListenerHandler:
             msg._record = record
             if topic is not None:
                 msg.topic = topic
+            # A process that stalled past its lock stops before the next message. Checked as late as
+            # possible: a pause that lands between this check and the call still runs that one call
+            # after it resumes (no client-side check can close that window; README, Reliability).
+            if monotonic() >= valid_until:
+                valid_until = work.valid_until()
+                if monotonic() >= valid_until:
+                    return i, futures, LOCK_RECHECK_MS
             if failures and self._given_up(work, msg):
                 continue
             try:

@@ -75,9 +75,22 @@ def _unacked_window_problems(calls: list[HandlerCall], victim: str) -> list[str]
     return problems
 
 
+#: How soon after SIGCONT a call that passed its lock check before the SIGSTOP enters its handler (s).
+RESUME_SLACK_S = 0.1
+
+
 def _without_frozen_calls(calls: list[HandlerCall], runner: Runner) -> list[HandlerCall]:
-    """Drop the call the SIGSTOP froze mid-handler: it began before the stop and ends after it."""
-    return [c for c in calls if not (c.consumer == runner.name and c.enter < runner.stopped_at < c.exit)]
+    """Drop the calls the SIGSTOP froze: one that began before the stop and ends after it, and, per
+    partition, at most the first call entering right after the resume -- the stop landed between
+    its lock check and its handler (README, Reliability: no client-side check closes that window).
+    Any other call of the stopped consumer stays, and is judged."""
+    frozen = {id(c) for c in calls if c.consumer == runner.name and c.enter < runner.stopped_at < c.exit}
+    resumed: set[int] = set()
+    for c in sorted((c for c in calls if c.consumer == runner.name), key=lambda c: c.enter):
+        if runner.resumed_at <= c.enter < runner.resumed_at + RESUME_SLACK_S and c.partition not in resumed:
+            resumed.add(c.partition)
+            frozen.add(id(c))
+    return [c for c in calls if id(c) not in frozen]
 
 
 def test_three_orderly_consumers_8_partitions_20k_messages_200_orders(tmp_path, rk_settings, rk_topic, rk_group):
@@ -120,8 +133,8 @@ def test_sigkill_and_sigstop_past_the_lease_keep_order_and_lose_nothing(tmp_path
             r.close()
     finally:
         cleanup(runners)
-    calls = all_calls(runners)
-    report = check(_without_frozen_calls(calls, stopped), ids, order_by="partition", serial_by="partition")
+    calls = _without_frozen_calls(all_calls(runners), stopped)
+    report = check(calls, ids, order_by="partition", serial_by="partition")
     print(report.summary(), {r.name: len(r.calls()) for r in runners})
     assert report.lost_count == 0, report.lost
     assert report.reorders == [], report.reorders
