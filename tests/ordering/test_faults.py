@@ -85,9 +85,11 @@ def _without_frozen_calls(calls: list[HandlerCall], runner: Runner) -> list[Hand
     its lock check and its handler (README, Reliability: no client-side check closes that window).
     Any other call of the stopped consumer stays, and is judged."""
     frozen = {id(c) for c in calls if c.consumer == runner.name and c.enter < runner.stopped_at < c.exit}
+    elsewhere = {c.msg_id for c in calls if c.consumer != runner.name}  # a call the new owner made too
     resumed: set[int] = set()
     for c in sorted((c for c in calls if c.consumer == runner.name), key=lambda c: c.enter):
-        if runner.resumed_at <= c.enter < runner.resumed_at + RESUME_SLACK_S and c.partition not in resumed:
+        if runner.resumed_at <= c.enter < runner.resumed_at + RESUME_SLACK_S and c.partition not in resumed \
+                and c.msg_id in elsewhere:  # a partition it kept (or took back) is its own: judged as usual
             resumed.add(c.partition)
             frozen.add(id(c))
     return [c for c in calls if id(c) not in frozen]
