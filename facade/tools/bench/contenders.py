@@ -161,10 +161,7 @@ def latency(settings: Settings, mode: str, topic: str, partitions: int, rate: in
     done = threading.Event()
 
     def seen(record: Any) -> None:
-        now = time.time()
-        for name, value in record.headers() or ():
-            if name == SEND_TIME:
-                lags[value] = now - float(value)
+        _note_lag(lags, record)
         if len(lags) >= expected:
             done.set()
 
@@ -229,12 +226,17 @@ def _raw_reader(config: dict[str, Any], topic: str, partitions: int, ready: Any,
         if not ready.is_set() and time.monotonic() - started >= 0.5:  # as the raw modes: positions are resolved
             ready.set()
         if record is not None and record.error() is None:
-            now = time.time()
-            for name, value in record.headers() or ():
-                if name == SEND_TIME:
-                    lags[value] = now - float(value)
+            _note_lag(lags, record)
     c.close()
     out.put(lags)
+
+
+def _note_lag(lags: dict[bytes, float], record: Any) -> None:
+    """``lags[send time] = now - send time`` for a record stamped by :func:`_paced_send`."""
+    now = time.time()
+    for name, value in record.headers() or ():
+        if name == SEND_TIME:
+            lags[value] = now - float(value)
 
 
 def _latency_client(settings: Settings, mode: str, topic: str, partitions: int,

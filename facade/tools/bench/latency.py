@@ -16,7 +16,6 @@ moment, not the consumer. The raw-tuned rows alone stay as the reference of the 
 
 from __future__ import annotations
 
-import statistics
 import uuid
 from typing import Any
 
@@ -55,19 +54,15 @@ def latency_rows(results: dict[str, list[dict[str, Any]]], rate: int, seconds: f
             f = figure(results, mode, f"{pct}_ms")
             target, note = None, detail if mode == "raw-default" and pct == "p50" else ""
             if ours:
-                beside = _median(results[mode], f"beside_{pct}_ms")
+                beside = figure(results, mode, f"beside_{pct}_ms").median
                 target = Target("<=", round(beside + slack, 1), "value", f"raw tuned beside {pct} + {slack:g} ms")
                 note = f"raw tuned reading the same records at the same time: {pct} {_ms(beside)} ms; " + (
-                    f"per record ours - raw: p50 {_ms(_median(results[mode], 'added_p50_ms'))} ms" if pct == "p50" else
-                    f"per record ours - raw: p1 {_ms(_median(results[mode], 'added_p1_ms'))} ms, "
-                    f"p99 {_ms(_median(results[mode], 'added_p99_ms'))} ms")
+                    f"per record ours - raw: p50 {_ms(figure(results, mode, 'added_p50_ms').median)} ms" if pct == "p50"
+                    else f"per record ours - raw: p1 {_ms(figure(results, mode, 'added_p1_ms').median)} ms, "
+                    f"p99 {_ms(figure(results, mode, 'added_p99_ms').median)} ms")
             rows.append(BenchRow("latency", f"{titles[mode]}: {pct}", f.median, "ms", target=target, spread=f.spread,
                                  detail=note))
     return rows
-
-
-def _median(rounds: list[dict[str, Any]], measure: str) -> float:
-    return statistics.median(r[measure] for r in rounds)
 
 
 def _ms(value: float) -> str:
