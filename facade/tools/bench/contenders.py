@@ -17,6 +17,7 @@ its figures. :mod:`~rocketkafka.tools.bench.rounds` runs them round by round.
 
 from __future__ import annotations
 
+import itertools
 import json
 import multiprocessing
 import sys
@@ -61,6 +62,7 @@ class _Meter:
         self._lock = threading.Lock()  # listeners of a concurrent consumer tick from several threads
 
     def tick(self, n: int = 1) -> None:
+        """Count ``n`` records (once per batch: the lock costs about what a no-op call does)."""
         if not n:
             return
         with self._lock:
@@ -70,6 +72,25 @@ class _Meter:
             if self.seen >= self.count and not self.done.is_set():
                 self.last = time.perf_counter()
                 self.done.set()
+
+    def per_record(self) -> Callable[[Any], None]:
+        """A listener that counts one record per call, without a lock.
+
+        ``next()`` of an ``itertools.count`` is one C call, atomic under the GIL, so listeners
+        on several threads count exactly; a lock per record instead cost 13% of a concurrent
+        PushConsumer's profile, a cost the raw loops (one tick per batch) never paid.
+        """
+        counter, first_index, last_index, done = itertools.count(), 0, self.count - 1, self.done
+
+        def listener(_record: Any) -> None:
+            n = next(counter)
+            if n == first_index:
+                self.first = time.perf_counter()
+            if n == last_index:
+                self.last = time.perf_counter()
+                self.seen = self.count
+                done.set()
+        return listener
 
 
 def consume(settings: Settings, mode: str, topic: str, partitions: int, count: int,
@@ -126,11 +147,11 @@ def _push(settings: Settings, topic: str, mode: str, meter: _Meter, timeout: flo
     if mode == "keyed":
         options["order_key"] = "key"
     c = PushConsumer(f"bench-{mode}-{uuid.uuid4().hex[:8]}", settings=settings, **options)
-    tick = meter.tick
     if mode == "batch":
+        tick = meter.tick
         c.subscribe_batch(topic, lambda messages: tick(len(messages)))
     else:
-        c.subscribe(topic, lambda _msg: tick())
+        c.subscribe(topic, meter.per_record())
     c.start()
     meter.done.wait(timeout)
     c.shutdown()
