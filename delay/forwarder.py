@@ -281,17 +281,23 @@ class DelayForwarder(EngineStatus):
         durably(lambda: reconsumer.dead_letter(msg, reason))
 
     def _serve_deliveries(self, admin: TopicAdmin) -> None:
-        """Serve the producer's delivery reports (the batches' acks) until closed; refresh partition counts."""
+        """Serve the producer's delivery reports (the batches' acks) until closed; refresh partition counts.
+
+        The thread owns ``admin`` from here on, and closes it when it ends.
+        """
         assert self._sender is not None
         refresh_at = time.monotonic() + METADATA_REFRESH_S
-        while not self._closed.is_set():
-            self._sender.kafka.poll(0.05)
-            if time.monotonic() >= refresh_at:
-                refresh_at = time.monotonic() + METADATA_REFRESH_S
-                try:
-                    self._refresh_partitions(admin)
-                except Exception as exc:  # keep the counts we have
-                    log.warning("could not refresh topic metadata: %s", exc)
+        try:
+            while not self._closed.is_set():
+                self._sender.poll(0.05)
+                if time.monotonic() >= refresh_at:
+                    refresh_at = time.monotonic() + METADATA_REFRESH_S
+                    try:
+                        self._refresh_partitions(admin)
+                    except Exception as exc:  # keep the counts we have
+                        log.warning("could not refresh topic metadata: %s", exc)
+        finally:
+            admin.close()
 
     def _refresh_partitions(self, admin: TopicAdmin) -> None:
         """One metadata request for every topic of interest (never auto-creates); vanished real topics are forgotten."""

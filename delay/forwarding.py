@@ -83,7 +83,9 @@ class ForwardHandler:
         self._topic_names: dict[bytes, str] = {}
 
     def close(self) -> None:
+        """Stop the holds, and let the producer go (the engine's reference cycles must not keep it)."""
         self.holds.close()
+        self._kafka = None
 
     def handle(self, batch: Batch) -> Outcome:
         """The work manager's BatchHandler: forward records from ``batch.index`` (see the module docstring)."""

@@ -16,7 +16,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from rocketkafka.config import Settings, kafka_client
-from rocketkafka.errors import BrokerUnavailableError, ConfigError, TopicNotFoundError
+from rocketkafka.errors import BrokerUnavailableError, ConfigError, StateError, TopicNotFoundError
 from rocketkafka.names import check_topic_name
 
 log = logging.getLogger(__name__)
@@ -32,9 +32,31 @@ class TopicAdmin:
 
     def __init__(self, settings: Settings, metadata_ttl: float = 30.0) -> None:
         self.settings = settings
-        self._client = kafka_client(AdminClient, settings.kafka_config())
+        self._admin: AdminClient | None = kafka_client(AdminClient, settings.kafka_config())
         self._ttl = metadata_ttl
         self._cache: dict[str, tuple[float, int]] = {}
+
+    @property
+    def _client(self) -> AdminClient:
+        if self._admin is None:
+            raise StateError("this TopicAdmin is closed")
+        return self._admin
+
+    def close(self) -> None:
+        """Let the AdminClient go now (idempotent); later calls raise :class:`StateError`.
+
+        confluent-kafka has no ``AdminClient.close()``: a client is destroyed with its last
+        reference. Dropped here, it goes in the caller's thread. Left inside a reference cycle,
+        it would go in a later garbage collection, in whatever thread that pass runs, and a
+        librdkafka destroy can block that thread for a second (a lock keeper missing its renewal).
+        """
+        self._admin = None
+
+    def __enter__(self) -> TopicAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def create(self, topic: str, partitions: int = 8, replication: int = 1, config: dict[str, str] | None = None,
                exist_ok: bool = True, timeout: float = 30.0) -> None:

@@ -70,11 +70,12 @@ class Sender:
         self.max_bytes = int(config.get("message.max.bytes", DEFAULT_MAX_MESSAGE_BYTES))
         self.send_timeout = send_timeout if send_timeout is not None else 30.0
         self.admin = TopicAdmin(settings)
-        self.kafka = kafka if kafka is not None else kafka_client(_KafkaProducer, config)
+        self._kafka: _KafkaProducer | None = kafka if kafka is not None else kafka_client(_KafkaProducer, config)
+        self._owns_kafka = kafka is None
         # confluent-kafka's own methods, bound once: the drop-in overrides produce() on the same object
-        self._produce = _KafkaProducer.produce.__get__(self.kafka)
+        self._produce = _KafkaProducer.produce.__get__(self._kafka)
         #: confluent-kafka's ``poll`` of the producer: serves delivery reports
-        self.poll = _KafkaProducer.poll.__get__(self.kafka)
+        self.poll: Callable[..., int] = _KafkaProducer.poll.__get__(self._kafka)
         self._closed = False
         self._partitions: dict[str, tuple[float, int]] = {}
         self._fast_limit = self.max_bytes // 2  # a message below this (body + tags + keys) needs no size sum
@@ -278,16 +279,45 @@ class Sender:
             raise Sender.result_error(record.topic, err)
         return SendResult(SendStatus.OK, record.msg_id, kmsg.offset(), kmsg.topic(), kmsg.partition())
 
+    @property
+    def kafka(self) -> _KafkaProducer:
+        """The confluent-kafka producer this sender sends with.
+
+        Raises:
+            StateError: the sender is closed and the producer, its own, was let go.
+        """
+        if self._kafka is None:
+            raise StateError("this sender is closed: its producer is gone")
+        return self._kafka
+
     def flush(self, timeout: float = 30.0) -> int:
-        return self.kafka.flush(timeout)
+        return self._kafka.flush(timeout) if self._kafka is not None else 0
 
     def close(self, timeout: float = 30.0) -> None:
-        """Deliver what is queued, then refuse new sends."""
+        """Deliver what is queued, then refuse new sends and let the clients this sender made go. Idempotent.
+
+        Let go here, a client is destroyed now, in the caller's thread (see :meth:`TopicAdmin.close`);
+        a producer given to the sender stays its owner's.
+        """
         if not self._closed:
             remaining = self.kafka.flush(timeout)
             if remaining:
                 log.warning("producer closed with %d messages undelivered", remaining)
             self._closed = True
+            self.admin.close()
+            if self._owns_kafka:
+                self._kafka = None
+                self._produce = _closed_produce
+                self.poll = _nothing_to_poll
+
+
+def _closed_produce(*_args: Any, **_kwargs: Any) -> None:
+    raise StateError("this sender is closed")
+
+
+def _nothing_to_poll(_timeout: float = 0.0) -> int:
+    """``poll`` of a closed sender: its producer is gone, and every delivery report was served at close."""
+    return 0
 
 
 _MSG_ID, _BORN, _TAGS, _KEYS = Header.MSG_ID, Header.BORN_TIMESTAMP, Header.TAGS, Header.KEYS

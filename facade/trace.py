@@ -78,7 +78,7 @@ class Tracer:
         admin = TopicAdmin(settings)
         admin.create(self.topic, partitions=TRACE_PARTITIONS)
         self._partitions = admin.partitions(self.topic)
-        self._kafka = _KafkaProducer(settings.kafka_config(**{"linger.ms": 20, "acks": 1}))
+        self._kafka: _KafkaProducer | None = _KafkaProducer(settings.kafka_config(**{"linger.ms": 20, "acks": 1}))
         self._errors: set[str] = set()
         self._queue: BackgroundQueue[tuple[str, str, int, dict[str, Any]]] = BackgroundQueue(
             "trace", self._write, capacity)
@@ -95,16 +95,22 @@ class Tracer:
     def flush(self, timeout: float = 10.0) -> None:
         """Wait until the events emitted so far are written (tests, shutdown)."""
         self._queue.flush(timeout)
-        self._kafka.flush(timeout)
+        if self._kafka is not None:
+            self._kafka.flush(timeout)
 
     def close(self, timeout: float = 10.0) -> None:
+        """Write what is queued (up to ``timeout`` s), then let the producer go (see ``TopicAdmin.close``)."""
         self._queue.close(timeout)
-        remaining = self._kafka.flush(timeout)
+        kafka, self._kafka = self._kafka, None
+        remaining = kafka.flush(timeout) if kafka is not None else 0
         if remaining:
             log.warning("trace: %d event(s) not written at close", remaining)
 
     def _write(self, items: list[tuple[str, str, int, dict[str, Any]]]) -> None:
-        produce, partitions = self._kafka.produce, self._partitions
+        kafka = self._kafka
+        if kafka is None:  # closed: the queue is closed too, so this is only a race with close()
+            return
+        produce, partitions = kafka.produce, self._partitions
         for event, msg_id, ts, fields in items:
             value = json.dumps({"msg_id": msg_id, "event": event, "ts": ts, "client": self.client, "host": self.host,
                                 **fields}, separators=(",", ":"), default=str)
@@ -113,7 +119,7 @@ class Tracer:
                         on_delivery=self._delivered)
             except BufferError:
                 self._queue.dropped += 1
-        self._kafka.poll(0)
+        kafka.poll(0)
 
     def _delivered(self, err: Any, _msg: Any) -> None:
         if err is not None:

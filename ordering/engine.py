@@ -292,8 +292,10 @@ class OwnershipEngine:
         if leave and self._membership is not None:
             self._membership.leave()
         own_kafka = self._kafka if self._given_kafka is None else None  # a client the caller made stays open
-        for close in (self.step.close, *(c.close for c in (self._locks, self._membership, self._resets, own_kafka)
-                                         if c)):
+        # every client goes now, in this thread: the engine lives in reference cycles (bound callbacks), and
+        # a librdkafka client freed by a later garbage collection blocks whatever thread runs that pass
+        for close in (self.step.close, *(c.close for c in (self._locks, self._membership, self._resets, own_kafka,
+                                                           self.admin) if c)):
             try:
                 close()
             except Exception:

@@ -231,7 +231,7 @@ class TransactionChecker:
 
     def _sender_poll(self) -> None:
         if self._sender is not None:
-            self._sender.kafka.poll(0)
+            self._sender.poll(0)
 
     def _committed(self, lock: TP) -> Mapping[TP, int]:
         return self._engine.committed(lock)

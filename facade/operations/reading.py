@@ -50,6 +50,7 @@ class LogReader:
 
     def close(self) -> None:
         self._consumer.close()
+        self.admin.close()
 
     # -- topics and offsets ------------------------------------------------------------
     def partitions(self, topic: str) -> list[TP]:

@@ -65,15 +65,18 @@ def add_partitions(settings: Settings, topic: str, total: int, timeout: float = 
         KafkaException: any other refusal.
     """
     admin = AdminClient(settings.kafka_config())
-    future = admin.create_partitions([NewPartitions(topic, total)], request_timeout=timeout)[topic]
     try:
-        future.result(timeout)
+        admin.create_partitions([NewPartitions(topic, total)], request_timeout=timeout)[topic].result(timeout)
     except KafkaException as exc:
         error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
         if error is not None and error.code() in (KafkaError._UNSUPPORTED_FEATURE, KafkaError.UNSUPPORTED_VERSION,
                                                   KafkaError.INVALID_REQUEST):
             raise MissingCapability("given broker", Capability.ADD_PARTITIONS, error.str()) from None
         raise
+    finally:
+        # the error's traceback keeps this frame: without the del, the client would go with the error, in a later
+        # garbage collection on whatever thread runs it (TopicAdmin.close says why that hurts)
+        del admin
 
 
 def probe_add_partitions(settings: Settings) -> str | None:
@@ -93,3 +96,4 @@ def probe_add_partitions(settings: Settings) -> str | None:
             admin.delete_topics([topic])[topic].result(10)
         except Exception:  # a probe topic left behind is harmless
             log.debug("could not delete probe topic %s", topic, exc_info=True)
+        del admin  # see add_partitions

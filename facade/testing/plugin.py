@@ -81,7 +81,7 @@ def rk_settings(rk_backend: Backend) -> Settings:
 
 
 @pytest.fixture
-def rk_topic(rk_settings: Settings, request: pytest.FixtureRequest) -> Callable[..., str]:
+def rk_topic(rk_settings: Settings, request: pytest.FixtureRequest) -> Iterator[Callable[..., str]]:
     admin = TopicAdmin(rk_settings)
     base = "t-" + "".join(c if c.isalnum() else "-" for c in request.node.name)[:60]
 
@@ -90,7 +90,8 @@ def rk_topic(rk_settings: Settings, request: pytest.FixtureRequest) -> Callable[
         admin.create(name, partitions=partitions)
         return name
 
-    return make
+    yield make
+    admin.close()  # now: a test's traceback may hold it in a cycle, freed later in some other thread
 
 
 @pytest.fixture
