@@ -194,14 +194,17 @@ def test_graceful_scale_out_and_in_under_load_redelivers_nothing(tmp_path, rk_se
     topic = rk_topic(partitions=8)
     runners = _fleet(tmp_path, ["c1", "c2", "c3"], rk_settings, rk_group, topic)
     try:
-        producer = PacedProducer(rk_settings, topic, 12_000, 6.0, _order).start()
+        before = PacedProducer(rk_settings, topic, 4_000, 2.0, _order).start()
         time.sleep(1.5)
         runners += start_all([Runner(tmp_path, n, rk_settings, rk_group, topic, options=FAST, handler_ms=0.2)
                               for n in ("c4", "c5")])
+        # the second half is sent once c4 and c5 are up: starting them took up to 6 s on a loaded CI
+        # machine, and with one paced producer the load was over before they joined
+        after = PacedProducer(rk_settings, topic, 8_000, 4.0, _order).start()
         time.sleep(1.5)
         runners[0].close()
         runners[1].close()
-        ids = producer.join()
+        ids = before.join() + after.join()
         assert wait_for(lambda: len(seen_ids(runners)) >= len(ids), timeout=120), f"see {tmp_path}"
         time.sleep(1.0)
         for r in runners[2:]:
