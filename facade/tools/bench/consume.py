@@ -29,7 +29,7 @@ from confluent_kafka import Producer
 
 from rocketkafka.admin import TopicAdmin
 from rocketkafka.config import Settings
-from rocketkafka.ordering.options import KAFKA_CONSUMER_DEFAULTS
+from rocketkafka.tools.bench.contenders import ENGINE_FETCH
 from rocketkafka.tools.bench.rounds import Log, figure, interleave, run_contender
 from rocketkafka.tools.bench.rows import BenchRow, Target
 
@@ -43,8 +43,8 @@ TARGETS: dict[str, tuple[str, Target, str]] = {
     "dropin-consume": ("drop-in Consumer.consume(1000)", Target(">=", 0.9, "ratio"), "raw"),
 }
 PARTITIONS, KEYS, SIZE = 8, 256, 100
-#: The PushConsumer engine's fetch settings, as the raw ``-engine`` loops run them.
-ENGINE_FETCH = ", ".join(f"{k}={v}" for k, v in KAFKA_CONSUMER_DEFAULTS.items() if k.startswith("fetch."))
+#: The PushConsumer engine's fetch settings as the ``-engine`` rows name them.
+ENGINE_FETCH_TEXT = ", ".join(f"{k}={v}" for k, v in ENGINE_FETCH.items())
 
 
 def fill(settings: Settings, count: int, partitions: int = PARTITIONS, keys: int = KEYS) -> str:
@@ -93,7 +93,7 @@ def bench_consume(settings: Settings, count: int = 500_000, rounds: int = 3,
     if pushed:
         for name, title in (("raw-engine", "raw consume(1000) loop"), ("raw+call-engine", "raw + call")):
             f = figure(results, name, "rate", "raw")
-            rows.append(BenchRow("consume", f"{title}, the engine's fetch settings ({ENGINE_FETCH})", f.median,
+            rows.append(BenchRow("consume", f"{title}, the engine's fetch settings ({ENGINE_FETCH_TEXT})", f.median,
                                  "msg/s", raw.median, spread=f.spread, ratios=f.ratios))
     for mode in modes:
         title, target, reference = TARGETS[mode]

@@ -39,6 +39,8 @@ CONSUME_MODES = ("raw", "raw+call", "raw-poll", "raw-engine", "raw+call-engine",
                  "push-keyed", "push-batch", "dropin-poll", "dropin-consume")
 #: Latency modes: raw with librdkafka's defaults, raw tuned for latency, PushConsumer with *its* defaults.
 LATENCY_MODES = ("raw-default", "raw-tuned", "push-concurrent", "push-orderly")
+#: The fetch settings of the PushConsumer's engine, as the ``-engine`` raw loops run them.
+ENGINE_FETCH = {k: v for k, v in KAFKA_CONSUMER_DEFAULTS.items() if k.startswith("fetch.")}
 #: What "raw tuned for latency" sets: the broker answers a fetch after at most 5 ms without data.
 RAW_TUNED = {"fetch.wait.max.ms": 5}
 SEND_TIME = "bench.sent"  # header: epoch seconds as text
@@ -80,11 +82,11 @@ class _Meter:
         on several threads count exactly; a lock per record instead cost 13% of a concurrent
         PushConsumer's profile, a cost the raw loops (one tick per batch) never paid.
         """
-        counter, first_index, last_index, done = itertools.count(), 0, self.count - 1, self.done
+        counter, last_index, done = itertools.count(), self.count - 1, self.done
 
         def listener(_record: Any) -> None:
             n = next(counter)
-            if n == first_index:
+            if n == 0:
                 self.first = time.perf_counter()
             if n == last_index:
                 self.last = time.perf_counter()
@@ -119,8 +121,7 @@ def _noop(_record: Any) -> None:
 
 def _raw_loop(settings: Settings, topic: str, partitions: int, meter: _Meter, mode: str, timeout: float) -> None:
     """``raw``, ``raw+call``, ``raw-poll``; ``-engine``: with the fetch settings the PushConsumer's engine uses."""
-    fetch = {k: v for k, v in KAFKA_CONSUMER_DEFAULTS.items() if k.startswith("fetch.")} \
-        if mode.endswith("-engine") else {}
+    fetch = ENGINE_FETCH if mode.endswith("-engine") else {}
     mode = mode.removesuffix("-engine")
     c = Consumer(settings.kafka_config(**{"group.id": f"bench-raw-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
                                           **fetch}))
@@ -237,19 +238,36 @@ class _RawBeside:
 
 
 def _raw_reader(config: dict[str, Any], topic: str, partitions: int, ready: Any, stop: Any, out: Any) -> None:
-    c = Consumer({**config, "group.id": f"bench-lat-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
-                  **RAW_TUNED})
-    c.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
+    c = _new_records_reader(config, topic, partitions, RAW_TUNED)
     lags: dict[bytes, float] = {}
     started = time.monotonic()
-    while not stop.is_set():
-        record = c.poll(0.1)
+
+    def keep_going() -> bool:
         if not ready.is_set() and time.monotonic() - started >= 0.5:  # as the raw modes: positions are resolved
             ready.set()
-        if record is not None and record.error() is None:
-            _note_lag(lags, record)
-    c.close()
+        return not stop.is_set()
+
+    _read_until(c, keep_going, lambda record: _note_lag(lags, record))
     out.put(lags)
+
+
+def _new_records_reader(config: dict[str, Any], topic: str, partitions: int, extra: dict[str, Any]) -> Consumer:
+    """A raw consumer of the records ``topic`` gets from now on (every partition from its end)."""
+    c = Consumer({**config, "group.id": f"bench-lat-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False, **extra})
+    c.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
+    return c
+
+
+def _read_until(c: Consumer, keep_going: Callable[[], bool], seen: Callable[[Any], None]) -> None:
+    """Kafka's usual loop until ``keep_going()`` is False, then close ``c``.
+
+    ``poll``, not ``consume(n, t)``: the latter waits for n records or t, adding up to t to a record's lag.
+    """
+    while keep_going():
+        record = c.poll(0.1)
+        if record is not None and record.error() is None:
+            seen(record)
+    c.close()
 
 
 def _note_lag(lags: dict[bytes, float], record: Any) -> None:
@@ -264,21 +282,10 @@ def _latency_client(settings: Settings, mode: str, topic: str, partitions: int,
                     seen: Callable[[Any], None]) -> tuple[Callable[[], None], Callable[[], None]]:
     """Start the client of ``mode``; returns (stop, wait until it owns every partition)."""
     if mode.startswith("raw-"):
-        extra = RAW_TUNED if mode == "raw-tuned" else {}
-        c = Consumer(settings.kafka_config(**{"group.id": f"bench-lat-{uuid.uuid4().hex[:8]}",
-                                              "enable.auto.commit": False, **extra}))
-        c.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
+        c = _new_records_reader(settings.kafka_config(), topic, partitions, RAW_TUNED if mode == "raw-tuned" else {})
         running = threading.Event()
         running.set()
-
-        def loop() -> None:  # Kafka's usual loop; consume(n, t) would wait for n records or t, adding up to t
-            while running.is_set():
-                record = c.poll(0.1)
-                if record is not None and record.error() is None:
-                    seen(record)
-            c.close()
-
-        thread = threading.Thread(target=loop, daemon=True)
+        thread = threading.Thread(target=_read_until, args=(c, running.is_set, seen), daemon=True)
         thread.start()
 
         def stop_raw() -> None:
