@@ -2,7 +2,9 @@
 
 Topics are created explicitly. Existence is checked with ``list_topics()`` and no
 topic argument, because asking a broker about one topic by name may auto-create
-it (Tansu does, with 4 partitions).
+it (Tansu does, with 4 partitions). Unless told otherwise the broker picks the
+replication factor (its ``default.replication.factor``); internal topics follow the
+settings' ``internal_*`` replication (:meth:`TopicAdmin.create_internal`).
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import time
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from rocketkafka.config import Settings, kafka_client
 from rocketkafka.errors import BrokerUnavailableError, ConfigError, StateError, TopicNotFoundError
 from rocketkafka.names import check_topic_name
+from rocketkafka.replication import BROKER_DEFAULT, WARNINGS, TopicReplication, internal_topic_config
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +38,7 @@ class TopicAdmin:
         self._admin: AdminClient | None = kafka_client(AdminClient, settings.kafka_config())
         self._ttl = metadata_ttl
         self._cache: dict[str, tuple[float, int]] = {}
+        self._broker_default: tuple[int | None] | None = None  # asked once
 
     @property
     def _client(self) -> AdminClient:
@@ -58,25 +62,100 @@ class TopicAdmin:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def create(self, topic: str, partitions: int = 8, replication: int = 1, config: dict[str, str] | None = None,
-               exist_ok: bool = True, timeout: float = 30.0) -> None:
-        """Create ``topic``; with ``exist_ok`` an existing topic is fine (its partition count is kept)."""
+    def create(self, topic: str, partitions: int = 8, replication: int | None = None,
+               config: dict[str, str] | None = None, exist_ok: bool = True, timeout: float = 30.0) -> None:
+        """Create ``topic``; with ``exist_ok`` an existing topic is fine (its partition count is kept).
+
+        ``replication`` None: the broker's ``default.replication.factor``.
+        """
         self.create_many({topic: partitions}, replication=replication, config=config, exist_ok=exist_ok, timeout=timeout)
 
-    def create_many(self, topics: dict[str, int], replication: int = 1, config: dict[str, str] | None = None,
+    def create_internal(self, topics: dict[str, int], timeout: float = 30.0) -> None:
+        """Create rocketkafka's own topics (``{name: partitions}``) as the settings' ``internal_*`` say, then
+        warn once about any of them -- new or found -- with fewer replicas than wanted or out-of-sync replicas.
+
+        Raises:
+            ConfigError: the broker refuses the replication settings (more replicas than brokers, ...).
+            BrokerUnavailableError: no broker answered within ``timeout`` s.
+        """
+        s = self.settings
+        self.create_many(topics, replication=s.internal_replication_factor,
+                         config=dict(internal_topic_config(s.internal_min_insync_replicas)), timeout=timeout)
+        self.check_replication(list(topics))
+
+    def check_replication(self, topics: builtins.list[str]) -> builtins.list[str]:
+        """Warn (once per topic and process) about ``topics`` with fewer replicas than wanted or an ISR
+        smaller than their replicas; returns the warnings given now. A broker that cannot be asked is
+        no reason to fail a start: it is logged and nothing is judged."""
+        try:
+            placement = self.replication(topics)
+            wanted, source = self.wanted_replication()
+        except (BrokerUnavailableError, KafkaException) as exc:
+            log.info("replication of internal topics not checked: %s", exc)
+            return []
+        return WARNINGS.check(self.settings.bootstrap_servers, placement.values(), wanted, source)
+
+    def replication(self, topics: builtins.list[str] | None = None, timeout: float = 10.0) -> dict[str, TopicReplication]:
+        """Replicas, ISR and leader of each partition of ``topics`` (default: every topic) that exists."""
+        listed = self._list(timeout)
+        names = listed if topics is None else [t for t in topics if t in listed]
+        return {t: TopicReplication.from_metadata(t, listed[t]) for t in names}
+
+    def wanted_replication(self) -> tuple[int | None, str]:
+        """The replication factor internal topics should have, and where that number comes from
+        (None: the settings leave it to the broker, which does not say)."""
+        if self.settings.internal_replication_factor is not None:
+            return self.settings.internal_replication_factor, "ROCKETKAFKA_INTERNAL_REPLICATION_FACTOR"
+        return self.broker_default_replication(), "the broker's default.replication.factor"
+
+    def broker_default_replication(self, timeout: float = 10.0) -> int | None:
+        """The controller's ``default.replication.factor`` (asked once), None where the broker does not say (Tansu)."""
+        if self._broker_default is None:
+            self._broker_default = (self._describe_broker("default.replication.factor", timeout),)
+        return self._broker_default[0]
+
+    def _describe_broker(self, name: str, timeout: float) -> int | None:
+        brokers = self._client.list_topics(timeout=timeout).brokers
+        if not brokers:
+            return None
+        resource = ConfigResource(ResourceType.BROKER, str(min(brokers)))
+        try:
+            entries = self._client.describe_configs([resource], request_timeout=timeout)[resource].result(timeout)
+        except KafkaException as exc:
+            log.debug("broker config %s not described: %s", name, exc)
+            return None
+        entry = entries.get(name)
+        try:
+            return int(entry.value) if entry is not None and entry.value is not None else None
+        except ValueError:
+            return None
+
+    def topic_config(self, topic: str, name: str, timeout: float = 10.0) -> str | None:
+        """One config value of ``topic`` (``min.insync.replicas``, ...), None where the broker does not say."""
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        try:
+            entries = self._client.describe_configs([resource], request_timeout=timeout)[resource].result(timeout)
+        except KafkaException as exc:
+            log.debug("config %s of %s not described: %s", name, topic, exc)
+            return None
+        entry = entries.get(name)
+        return None if entry is None else entry.value
+
+    def create_many(self, topics: dict[str, int], replication: int | None = None, config: dict[str, str] | None = None,
                     exist_ok: bool = True, timeout: float = 30.0) -> None:
-        """Create several topics in one request: ``{name: partitions}``.
+        """Create several topics in one request: ``{name: partitions}``; ``replication`` None: the broker's default.
 
         Raises:
             InvalidTopicNameError: a name breaks a Kafka rule (the error names it); nothing is created.
-            ConfigError: a partition count is below 1.
+            ConfigError: a partition count is below 1, or the broker refuses the replication factor or config.
             BrokerUnavailableError: no broker answered within ``timeout`` s.
         """
         for name, partitions in topics.items():
             check_topic_name(name)
             if partitions < 1:
                 raise ConfigError(f"topic {name!r}: partitions must be >= 1, got {partitions}")
-        new = [NewTopic(n, num_partitions=p, replication_factor=replication, config=config or {}) for n, p in topics.items()]
+        factor = BROKER_DEFAULT if replication is None else replication
+        new = [NewTopic(n, num_partitions=p, replication_factor=factor, config=config or {}) for n, p in topics.items()]
         if not new:
             return
         for name, future in self._client.create_topics(new, operation_timeout=timeout, request_timeout=timeout).items():
@@ -89,6 +168,10 @@ class TopicAdmin:
                     continue
                 if code in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
                     raise BrokerUnavailableError(self.settings.bootstrap_servers, timeout, exc) from exc
+                if code in (KafkaError.INVALID_REPLICATION_FACTOR, KafkaError.INVALID_CONFIG, KafkaError.POLICY_VIOLATION):
+                    wanted = "the broker's default" if replication is None else replication
+                    raise ConfigError(f"topic {name!r} (replication factor {wanted}, config {config or {}}): "
+                                      f"the broker refused it: {exc.args[0].str()}") from None
                 raise
         self._await_metadata(list(topics), timeout)
 

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import redis
 from confluent_kafka import KafkaError, KafkaException
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from typing_extensions import Annotated
 
@@ -41,7 +41,8 @@ RDKAFKA_LOG.addFilter(RepeatFilter())  # an unreachable broker is reported once 
 #: Keys of a drop-in client's config dict that are rocketkafka's (see :meth:`Settings.from_client_config`).
 CLIENT_KEY_PREFIX = "rocketkafka."
 CLIENT_KEYS = ("rocketkafka.redis.urls", "rocketkafka.topic.prefix", "rocketkafka.redis.prefix",
-               "rocketkafka.delay.levels", "rocketkafka.producer.group")
+               "rocketkafka.delay.levels", "rocketkafka.producer.group",
+               "rocketkafka.internal.replication.factor", "rocketkafka.internal.min.insync.replicas")
 
 
 def kafka_client(factory: Callable[[dict[str, Any]], T], config: dict[str, Any]) -> T:
@@ -78,6 +79,10 @@ class Settings(BaseSettings):
         kafka: extra confluent-kafka settings merged into every client.
         delay: the delay levels and limits that producers, consumers' retries and forwarders share
             (``ROCKETKAFKA_DELAY_*``, read when these settings are made).
+        internal_replication_factor: replicas of every internal topic rocketkafka creates (None or -1:
+            the broker's ``default.replication.factor``). Delayed messages and open transactions live only
+            there, so they should be as durable as the user's topics.
+        internal_min_insync_replicas: ``min.insync.replicas`` of new internal topics (None: the broker's).
 
     Secrets pass through to every internal client and nowhere else: ``repr``/``str`` show
     ``***`` for secret Kafka settings (``sasl.password``, ``ssl.key.password``, ...) and for
@@ -93,6 +98,29 @@ class Settings(BaseSettings):
     redis_prefix: str = "rk"
     kafka: dict[str, Any] = Field(default_factory=dict)
     delay: DelayConfig = Field(default_factory=DelayConfig.load)
+    internal_replication_factor: int | None = None
+    internal_min_insync_replicas: int | None = None
+
+    @field_validator("internal_replication_factor", "internal_min_insync_replicas", mode="before")
+    @classmethod
+    def _broker_decides(cls, value: Any) -> Any:
+        """``-1`` (Kafka's "the broker's default") and an empty variable mean None."""
+        return None if value in (-1, "-1", "") else value
+
+    @field_validator("internal_replication_factor", "internal_min_insync_replicas")
+    @classmethod
+    def _check_count(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError(f"must be >= 1, or -1 for the broker's default, got {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _check_insync(self) -> Settings:
+        rf, isr = self.internal_replication_factor, self.internal_min_insync_replicas
+        if rf is not None and isr is not None and isr > rf:
+            raise ValueError(f"internal_min_insync_replicas {isr} is above internal_replication_factor {rf}: "
+                             "every write to an internal topic would fail")
+        return self
 
     @field_validator("redis_urls", mode="before")
     @classmethod
@@ -161,7 +189,8 @@ class Settings(BaseSettings):
 
         Our keys, all optional (the ``ROCKETKAFKA_*`` environment fills the rest):
         ``rocketkafka.redis.urls`` (comma separated), ``rocketkafka.topic.prefix``,
-        ``rocketkafka.redis.prefix``, ``rocketkafka.delay.levels`` (``"1s 5s 10s"``).
+        ``rocketkafka.redis.prefix``, ``rocketkafka.delay.levels`` (``"1s 5s 10s"``),
+        ``rocketkafka.internal.replication.factor``, ``rocketkafka.internal.min.insync.replicas``.
 
         Raises:
             ConfigError: nothing names a broker, or a value is invalid.
@@ -178,6 +207,9 @@ class Settings(BaseSettings):
             overrides["redis_prefix"] = ours["rocketkafka.redis.prefix"]
         if ours.get("rocketkafka.delay.levels"):
             overrides["delay"] = DelayConfig.load(levels=ours["rocketkafka.delay.levels"])
+        for key in ("rocketkafka.internal.replication.factor", "rocketkafka.internal.min.insync.replicas"):
+            if ours.get(key) not in (None, ""):
+                overrides[key.removeprefix(CLIENT_KEY_PREFIX).replace(".", "_")] = ours[key]
         servers = rest.pop("bootstrap.servers", None)
         settings = cls.load({"bootstrap.servers": servers} if servers else None, ours.get("rocketkafka.redis.urls"),
                             **overrides)
@@ -206,6 +238,10 @@ class Settings(BaseSettings):
                "ROCKETKAFKA_REDIS_PREFIX": self.redis_prefix}
         if self.kafka:
             env["ROCKETKAFKA_KAFKA"] = json.dumps(self.kafka)
+        if self.internal_replication_factor is not None:
+            env["ROCKETKAFKA_INTERNAL_REPLICATION_FACTOR"] = str(self.internal_replication_factor)
+        if self.internal_min_insync_replicas is not None:
+            env["ROCKETKAFKA_INTERNAL_MIN_INSYNC_REPLICAS"] = str(self.internal_min_insync_replicas)
         env.update(self.delay.environment())
         return env
 

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaError, KafkaException
 
+from rocketkafka.redaction import redact_url
+
 
 class RocketKafkaError(Exception):
     """Root of every error this library raises on purpose."""
@@ -50,7 +52,10 @@ class _KafkaErrorBase(KafkaException):
 
 
 class ConfigError(RocketKafkaError, ValueError):
-    """A setting is missing or invalid."""
+    """A setting is missing or invalid; a URL its message echoes shows no password (valid or not)."""
+
+    def __init__(self, message: object = "", *args: object) -> None:
+        super().__init__(redact_url(str(message)), *args)
 
 
 class MessageError(RocketKafkaError, ValueError):
@@ -165,7 +170,7 @@ class BrokerUnavailableError(RocketKafkaError, _KafkaErrorBase):
     def __init__(self, bootstrap_servers: str, timeout: float, cause: BaseException | None = None) -> None:
         kafka_error = cause.args[0] if cause is not None and cause.args and isinstance(cause.args[0], KafkaError) else None
         detail = f" ({kafka_error.str() if kafka_error is not None else cause})" if cause else ""
-        message = f"no Kafka broker answered at {bootstrap_servers} within {timeout:g} s{detail}"
+        message = redact_url(f"no Kafka broker answered at {bootstrap_servers} within {timeout:g} s{detail}")
         self._init_kafka(message, kafka_error or KafkaError(KafkaError._TRANSPORT, message, retriable=True))
         self.bootstrap_servers, self.timeout = bootstrap_servers, timeout
 
@@ -181,7 +186,7 @@ class RedisUnavailableError(RocketKafkaError):
 
     def __init__(self, nodes: dict[str, str], action: str = "membership heartbeat") -> None:
         detail = "; ".join(f"{url}: {problem}" for url, problem in nodes.items())
-        super().__init__(f"{self._what} ({action}): {detail}")
+        super().__init__(redact_url(f"{self._what} ({action}): {detail}"))
         self.nodes = nodes
 
 

@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from rocketkafka.names import Header
+from rocketkafka.redaction import REDACTED, redact_url
 
 #: The environment variable choosing the format when ``--log-format`` is not given.
 LOG_FORMAT_ENV = "ROCKETKAFKA_LOG_FORMAT"
@@ -36,9 +37,6 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime", "taskName"}
 
 _chosen: dict[str, str | None] = {"format": None}  # the format the CLI picked; sub-commands re-configuring levels keep it
-
-# the password part of ``scheme://user:password@host`` (Redis and Kafka URLs)
-_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)([^@\s]+)(@)")
 
 
 class JsonFormatter(logging.Formatter):
@@ -134,8 +132,6 @@ class RepeatFilter(logging.Filter):
 
 #: Kafka client settings whose values are secrets (librdkafka's sensitive properties and their kin).
 SECRET_SETTING = re.compile(r"password|secret|jaas|token|credential|key\.pem|keystore|oauthbearer\.config", re.I)
-#: What a redacted secret reads as.
-REDACTED = "***"
 
 
 def redact_config(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -147,12 +143,3 @@ def redact_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """
     return {key: REDACTED if SECRET_SETTING.search(str(key)) else redact_url(value) if isinstance(value, str) else value
             for key, value in config.items()}
-
-
-def redact_url(text: str) -> str:
-    """``text`` with the password of every ``scheme://user:password@host`` in it replaced by ``***``.
-
-    >>> redact_url("redis://:s3cret@10.0.0.1:6379/0 and rediss://app:pw@r:6380")
-    'redis://:***@10.0.0.1:6379/0 and rediss://app:***@r:6380'
-    """
-    return _URL_PASSWORD.sub(r"\1***\3", text)

@@ -76,7 +76,7 @@ class Tracer:
     def __init__(self, settings: Settings, client: str, capacity: int = 100_000) -> None:
         self.topic, self.client, self.host = settings.topics.trace(), client, f"{socket.gethostname()}@{os.getpid()}"
         admin = TopicAdmin(settings)
-        admin.create(self.topic, partitions=TRACE_PARTITIONS)
+        admin.create_internal({self.topic: TRACE_PARTITIONS})
         self._partitions = admin.partitions(self.topic)
         self._kafka: _KafkaProducer | None = _KafkaProducer(settings.kafka_config(**{"linger.ms": 20, "acks": 1}))
         self._errors: set[str] = set()

@@ -52,7 +52,7 @@ class ConsumeStep:
             if topic != self.retry_topic and topic not in self._internal:
                 admin.partitions(topic)
         if self._internal:
-            admin.create_many(self._internal)
+            admin.create_internal(self._internal)
 
     def topics(self) -> Sequence[str]:
         return self._topics

@@ -112,7 +112,7 @@ class _Node:
             self.client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout,
                                                retry=Retry(NoBackoff(), 0), health_check_interval=0)
         except ValueError as exc:
-            raise ConfigError(f"bad Redis URL {url!r}: {exc}") from exc
+            raise ConfigError(f"bad Redis URL {url!r}: {exc}") from None  # ConfigError hides the password; the cause would not
         self.url = url
         self.begin = self.client.register_script(_BEGIN)
         self.abort = self.client.register_script(_ABORT)

@@ -245,5 +245,5 @@ def read_members(redis_urls: list[str], group: str, keys: RedisKeys) -> list[Mem
             if mid not in seen or view.heartbeat_age_ms < seen[mid].heartbeat_age_ms:
                 seen[mid] = view
     if not answered:
-        raise redis.ConnectionError(f"no Redis node of {redis_urls} answered")
+        raise redis.ConnectionError(redact_url(f"no Redis node of {redis_urls} answered"))
     return sorted(seen.values(), key=lambda m: m.id)

@@ -241,5 +241,5 @@ class TransactionChecker:
             raise StateError("the checker is not open")
         missing = {self.topics.check_request(g) for g in groups} - self._check_topics
         if missing:
-            self._admin.create_many({t: self.options.check_partitions for t in missing})
+            self._admin.create_internal({t: self.options.check_partitions for t in missing})
             self._check_topics |= missing

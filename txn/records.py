@@ -232,7 +232,7 @@ def provision(admin: TopicAdmin, topics: TopicNames, half_partitions: int, check
     wanted = {topics.half(): half_partitions, topics.op(): half_partitions, topics.max_check(): 1}
     if producer_group is not None:
         wanted[topics.check_request(producer_group)] = check_partitions
-    admin.create_many(wanted)
+    admin.create_internal(wanted)
     half, op = admin.partitions(topics.half()), admin.partitions(topics.op())
     if half != op:
         raise ConfigError(f"half topic {topics.half()!r} has {half} partitions but op topic {topics.op()!r} has {op}; "

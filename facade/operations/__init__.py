@@ -10,6 +10,7 @@ the CLI (:mod:`rocketkafka.tools.admin_cli`) renders them as tables or JSON.
 - dead letters: :func:`dead_letters`, :func:`dead_letter`, :func:`resend_dead_letters`
 - :func:`query_by_id`, :func:`query_by_key`: find messages
 - :func:`trace_of`: the life of one message (needs tracing on, :mod:`rocketkafka.trace`)
+- :func:`internal_topics`: replication and ISR of the internal topics
 """
 
 from rocketkafka.operations.dead_letters import DeadLetter, Resent, dead_letter, dead_letters, resend_dead_letters
@@ -25,6 +26,7 @@ from rocketkafka.operations.groups import (
 )
 from rocketkafka.operations.query import FoundMessage, query_by_id, query_by_key
 from rocketkafka.operations.reset import ResetError, ResetOutcome, parse_target, reset_offset
+from rocketkafka.operations.topics import InternalTopicHealth, internal_topics
 from rocketkafka.operations.traces import TraceEvent, trace_of
 from rocketkafka.operations.transactions import PendingHalf, pending_transactions
 
@@ -32,6 +34,7 @@ __all__ = [
     "DeadLetter",
     "FoundMessage",
     "GroupStatus",
+    "InternalTopicHealth",
     "LevelBacklog",
     "LockView",
     "PartitionProgress",
@@ -46,6 +49,7 @@ __all__ = [
     "dead_letters",
     "delay_backlog",
     "group_topics",
+    "internal_topics",
     "lock_views",
     "parse_target",
     "pending_transactions",

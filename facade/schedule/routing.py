@@ -161,7 +161,7 @@ class DelayRouter:
 
 def provision(admin: TopicAdmin, tiers: Tiers) -> None:
     """Create every level and step topic (existing ones keep their partition count)."""
-    admin.create_many({topic: tiers.config.partitions for topic in tiers.topics()})
+    admin.create_internal({topic: tiers.config.partitions for topic in tiers.topics()})
 
 
 def retry_backoff(sender: Any, config: DelayConfig | None = None) -> Callable[[Record, int], Record]:

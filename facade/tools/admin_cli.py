@@ -175,6 +175,23 @@ def delay_backlog(group: str, as_json: bool) -> None:
          "topic": b.topic} for b in ls], "(no delay topics: nothing was delayed yet)")
 
 
+@admin.command("topics")
+@_json_option
+def internal_topics(as_json: bool) -> None:
+    """Internal topics: partitions, replicas, smallest ISR, min.insync.replicas, and what is wrong."""
+    found = ops.internal_topics(command_settings())
+    _show(found, as_json, lambda ts: [
+        {"topic": t.topic, "partitions": t.partitions, "replicas": t.replication_factor,
+         "wanted": "-" if t.wanted is None else t.wanted, "ISR": t.smallest_isr,
+         "min ISR": "-" if t.min_insync_replicas is None else t.min_insync_replicas,
+         "under-replicated": ",".join(map(str, t.under_replicated)) or "-",
+         "status": "ok" if t.problem is None else "WARN"} for t in ts],
+        "(no internal topics yet)")
+    problems = [t.problem for t in found if t.problem]
+    if problems and not as_json:
+        click.echo("\n".join(problems))
+
+
 @admin.command("txn-pending")
 @click.option("--producer-group", default=None, help="only this producer group")
 @_json_option

@@ -156,9 +156,10 @@ def topics() -> None:
 @topics.command("create")
 @click.argument("name")
 @click.option("--partitions", default=8, show_default=True, type=click.IntRange(1, 100_000), help="partition count")
-@click.option("--replication", default=1, show_default=True, type=click.IntRange(1, 100), help="replication factor")
+@click.option("--replication", default=None, type=click.IntRange(1, 100),
+              help="replication factor  [default: the broker's default.replication.factor]")
 @click.option("--timeout", default=15.0, show_default=True, type=click.FloatRange(0.1, 600), help="seconds to wait")
-def topics_create(name: str, partitions: int, replication: int, timeout: float) -> None:
+def topics_create(name: str, partitions: int, replication: int | None, timeout: float) -> None:
     """Create topic NAME (an existing one is left as it is)."""
     from rocketkafka.admin import TopicAdmin
 

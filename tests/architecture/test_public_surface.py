@@ -27,9 +27,10 @@ SURFACE: dict[str, list[str]] = {
         'Consumer', 'Producer',
     ],
     "rocketkafka.operations": [
-        'DeadLetter', 'FoundMessage', 'GroupStatus', 'LevelBacklog', 'LockView', 'PartitionProgress',
-        'PendingHalf', 'Resent', 'ResetError', 'ResetOutcome', 'TraceEvent', 'consumer_progress',
-        'consumer_status', 'dead_letter', 'dead_letters', 'delay_backlog', 'group_topics', 'lock_views',
+        'DeadLetter', 'FoundMessage', 'GroupStatus', 'InternalTopicHealth', 'LevelBacklog', 'LockView',
+        'PartitionProgress', 'PendingHalf', 'Resent', 'ResetError', 'ResetOutcome', 'TraceEvent', 'consumer_progress',
+        'consumer_status', 'dead_letter', 'dead_letters', 'delay_backlog', 'group_topics', 'internal_topics',
+        'lock_views',
         'parse_target', 'pending_transactions', 'query_by_id', 'query_by_key', 'resend_dead_letters',
         'reset_offset', 'trace_of',
     ],
