@@ -299,6 +299,19 @@ class MessageExt:
 _new = object.__new__
 
 
+def require_message(msg: object, call: str) -> Message:
+    """``msg`` when it is a :class:`Message`; else the ``TypeError`` a send method raises before anything else.
+
+    A str or a dict is the usual mistake (``send_sync("hello")``): without this it fails deep
+    inside with ``'str' object has no attribute 'validate'``.
+    """
+    if isinstance(msg, Message):
+        return msg
+    shown = repr(msg) if len(repr(msg)) <= 60 else f"{repr(msg)[:57]}..."
+    raise TypeError(f"{call}() takes a rocketkafka Message, got {type(msg).__name__} {shown}: "
+                    "send Message(topic, body=b'...', tags=..., keys=...)")
+
+
 
 class SendStatus(enum.IntEnum):
     """RocketMQ's send statuses; Kafka acks give only OK or an exception."""

@@ -15,7 +15,7 @@ from typing import Any
 
 from rocketkafka.config import Settings
 from rocketkafka.errors import ConfigError, SelectorError, StateError
-from rocketkafka.message import Message, SendResult, SendStatus
+from rocketkafka.message import Message, SendResult, SendStatus, require_message
 from rocketkafka.message_index import MessageIndex
 from rocketkafka.observed_sender import ObservedSender
 from rocketkafka.queue_selectors import Selector
@@ -160,13 +160,16 @@ class Producer(ConnectionSetters):
             MessageError, TopicNotFoundError, SelectorError, DelayError: nothing was sent.
             SendError: the broker refused it or did not answer within the send timeout; a
                 ``KafkaException`` whose ``args[0]`` is the KafkaError (code, retriable).
+            TypeError: ``msg`` is not a :class:`Message`.
         """
+        require_message(msg, "send_sync")
         sender = self.sender
         return sender.send_sync(sender.prepare(msg, selector, arg), self.send_timeout)
 
     def send_orderly(self, msg: Message, sharding_key: str) -> SendResult:
         """Send to the partition of ``sharding_key`` by the producer's partitioner (murmur2 by default,
         as the Java client: :mod:`rocketkafka.partitioning`)."""
+        require_message(msg, "send_orderly")
         if sharding_key is None:  # prepare() reads None as "no sharding key": here it is a mistake
             raise SelectorError("sharding key must be str, int or bytes, got None")
         sender = self.sender
@@ -183,6 +186,7 @@ class Producer(ConnectionSetters):
         Callbacks run inside :meth:`poll`, :meth:`flush` or :meth:`shutdown`, as confluent-kafka's.
         Validation errors still raise here, before anything is sent.
         """
+        require_message(msg, "send_async")
         sender = self.sender
         topic = msg.topic
 
@@ -206,6 +210,7 @@ class Producer(ConnectionSetters):
 
     def send_oneway(self, msg: Message) -> None:
         """Send without any acknowledgement to the caller."""
+        require_message(msg, "send_oneway")
         sender = self.sender
         sender.produce_message(msg)
         sender.poll(0)

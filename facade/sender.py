@@ -24,7 +24,7 @@ from rocketkafka.admin import TopicAdmin
 from rocketkafka.codec import encode_headers
 from rocketkafka.config import Settings, kafka_client
 from rocketkafka.errors import BrokerUnavailableError, MessageTooLargeError, SendError, StateError
-from rocketkafka.message import Message, SendResult, SendStatus
+from rocketkafka.message import Message, SendResult, SendStatus, require_message
 from rocketkafka.msgid import new_msg_id_and_born, new_msg_id_at
 from rocketkafka.names import Header
 from rocketkafka.partitioning import DEFAULT_PARTITIONER, key_partition, partitioner_of
@@ -122,6 +122,7 @@ class Sender:
             MessageError, TopicNotFoundError, SelectorError, DelayError: the message cannot be sent as given.
             SendError: no broker answered the topic lookup within ``timeout`` s.
         """
+        require_message(msg, "send")
         if self._closed:
             raise StateError("producer is shut down")
         msg.validate()

@@ -23,9 +23,9 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from rocketkafka.config import Settings
-from rocketkafka.errors import MessageError, StateError
+from rocketkafka.errors import StateError
 from rocketkafka.logs import message_fields
-from rocketkafka.message import ConsumeStatus, Message, MessageExt, SendResult
+from rocketkafka.message import ConsumeStatus, Message, MessageExt, SendResult, require_message
 from rocketkafka.names import Header, check_group_name
 from rocketkafka.producer import Producer
 from rocketkafka.sender import Sender
@@ -168,18 +168,18 @@ class TransactionMQProducer(Producer):
         Raises:
             TransactionMessageError: the message is delayed (nothing sent).
             MessageError, TopicNotFoundError: the message cannot be sent (nothing sent).
+            TypeError: ``msg`` is not a :class:`Message`.
             SendError: the half message was not stored (the local transaction did not run).
             TransactionListenerError: ``local_execute`` returned something that is not a
                 TransactionStatus (the half stays open for the checker).
         """
+        require_message(msg, "send_message_in_transaction")
         if self._state != "running":
             raise StateError(f"transaction producer is {self._state}: call start() or use it as a context manager")
         execute = local_execute if local_execute is not None else self._execute
         if not callable(execute):
             raise TransactionListenerError("send_message_in_transaction needs a callable local_execute "
                                            "(or a listener with execute_local_transaction)")
-        if not isinstance(msg, Message):
-            raise MessageError(f"expected a Message, got {type(msg).__name__}")
         if msg.delay_time_level or msg.deliver_at is not None or msg.delay is not None:
             raise TransactionMessageError(f"transactional messages cannot be delayed ({msg!r} has a delay); "
                                           "send the message without delay_time_level, deliver_at or delay")

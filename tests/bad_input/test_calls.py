@@ -51,6 +51,18 @@ def _started_twice() -> None:
     consumer.start()
 
 
+#: Every send method of both doors, called with one argument that should have been a Message.
+_SENDS = {
+    "send_sync": lambda m: Producer("pg", NOWHERE).send_sync(m),
+    "send_orderly": lambda m: Producer("pg", NOWHERE).send_orderly(m, "order-1"),
+    "send_orderly_with_sharding_key": lambda m: Producer("pg", NOWHERE).send_orderly_with_sharding_key(m, "k"),
+    "send_async": lambda m: Producer("pg", NOWHERE).send_async(m, lambda result: None),
+    "send_oneway": lambda m: Producer("pg", NOWHERE).send_oneway(m),
+    "send_message_in_transaction": lambda m: TransactionMQProducer("pg", lambda msg: None, NOWHERE)
+    .send_message_in_transaction(m, lambda msg, arg: None),
+    "drop-in sender.prepare": lambda m: DropInProducer(NOWHERE).sender.prepare(m),
+}
+
 CASES = [
     # -- the message ------------------------------------------------------------------------------------------
     Case("message: topic not a string", lambda: _message(topic=42).validate(), "MessageError", "topic must be"),
@@ -72,6 +84,11 @@ CASES = [
          "MessageError", "delay_time_level must be an int >= 0"),
     Case("message: delay level as str", lambda: _message(delay_time_level="3").validate(),
          "MessageError", "delay_time_level must be an int"),
+    # -- something that is not a Message, to every send method of both doors (before any state or broker) -----
+    *[Case(f"producer: {name}({value!r})", call, "TypeError", r"takes a rocketkafka Message, got (str|dict)")
+      for value in ("hello", {"topic": "orders"}) for name, call in _SENDS.items()
+      for call in [lambda call=call, value=value: call(value)]],
+    Case("drop-in: produce(Message)", lambda: DropInProducer(NOWHERE).produce(_message()), "TypeError", "Message"),
     # -- group names (both doors, both sidecars) -----------------------------------------------------------------
     Case("producer: empty group", lambda: DropInProducer({**NOWHERE, "rocketkafka.producer.group": ""}),
          "ConfigError", "is not a valid group name: it is empty"),
