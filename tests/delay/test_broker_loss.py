@@ -1,0 +1,75 @@
+"""A broker of the 3-node cluster killed -- the leader of a delay level's partition -- while delayed messages
+flow (issue 26): the level topics have three replicas, so no delayed message is lost, none is early, and
+lateness is back to normal once the cluster has moved the dead broker's leaderships."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from rocketkafka import Message, Producer
+from rocketkafka.admin import TopicAdmin
+from tests.delay.conftest import delay_records, due_of, lateness, percentile
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+#: Lateness allowed to a message due while the leadership moves: the cluster's broker.session.timeout.ms (6 s)
+#: for the controller to fence the dead broker, librdkafka's metadata refresh, the forwarder's next fetch.
+RECOVERY_BOUND_MS = 15_000
+#: Lateness allowed to a message due once that bound has passed (three JVMs and the test share 2 cores).
+SETTLED_BOUND_MS = 1_000
+LEVEL = 4  # 1 s in tests/delay's scaled levels
+SEND_S, KILL_AT_S = 25.0, 3.0
+
+
+@pytest.mark.rk_needs("kill-broker", "multi-broker")
+def test_killing_the_leader_of_a_level_partition_loses_no_delayed_message(rk_settings, rk_topic, rk_backend,
+                                                                         delay_config, forwarder, receiver):
+    topic = rk_topic(partitions=2)
+    seen = receiver({topic: 2})
+    forwarder()
+    level_topic = rk_settings.topics.delay_level(LEVEL)
+    with TopicAdmin(rk_settings) as admin:
+        assert {len(set(p.replicas)) for p in admin.replication([level_topic])[level_topic].partitions} == {3}
+    victim = rk_backend.leader_of(level_topic, 0)
+    producer = Producer("delay-broker-loss", settings=rk_settings)
+    producer.start()
+    sent: list[str] = []
+    killed_ms = 0
+    start = time.monotonic()
+    try:
+        i = 0
+        while time.monotonic() - start < SEND_S:  # ~50 messages/s, levels 1..LEVEL round robin, both partitions
+            msg = Message(topic, body=f"m{i}".encode(), keys=f"k{i % 8}", delay_time_level=1 + i % LEVEL)
+            producer.send_async(msg, lambda r: None)
+            sent.append(msg.id)
+            i += 1
+            producer.poll(0)
+            time.sleep(0.02)
+            if not killed_ms and time.monotonic() - start >= KILL_AT_S:
+                killed_ms = int(time.time() * 1000)
+                rk_backend.kill_broker(victim)
+        assert producer.flush(60) == 0, "sends not acknowledged"
+        producer.shutdown()
+        assert seen.wait_for(set(sent), timeout=60), f"lost: {len(set(sent) - set(seen.ids()))} of {len(sent)}"
+    finally:
+        rk_backend.start_broker(victim)
+    originals = delay_records(rk_settings, delay_config)
+    due = {m: due_of(originals[m]) for m in sent}
+    report = lateness(seen.arrivals, due)
+    first: dict[str, int] = {}
+    for a in seen.arrivals:
+        first.setdefault(a.msg_id, a.received_ms)
+    late_by_due = sorted((due[m], first[m] - due[m]) for m in sent)
+    during = [late for d, late in late_by_due if killed_ms <= d < killed_ms + RECOVERY_BOUND_MS]
+    settled = [late for d, late in late_by_due if d >= killed_ms + RECOVERY_BOUND_MS]
+    before = [late for d, late in late_by_due if d < killed_ms]
+    duplicates = sum(c - 1 for m, c in seen.ids().items() if m in due and c > 1)
+    print(f"\nbroker {victim} (leader of {level_topic}[0]) killed at +{KILL_AT_S}s; {report.summary()}; "
+          f"duplicates {duplicates}\n  due before the kill: n={len(before)} max={max(before, default=0)} ms"
+          f"\n  due in the {RECOVERY_BOUND_MS} ms after: n={len(during)} max={max(during, default=0)} ms"
+          f"\n  due later: n={len(settled)} p99={percentile(settled, 0.99) if settled else 0} ms")
+    assert report.count == len(sent) and report.early == [], f"early: {report.early[:10]}"
+    assert report.max < RECOVERY_BOUND_MS, report.summary()
+    assert settled and max(settled) < SETTLED_BOUND_MS, f"lateness not back to normal: {sorted(settled)[-5:]}"
