@@ -24,6 +24,9 @@ from rocketkafka.replication import BROKER_DEFAULT, WARNINGS, TopicReplication, 
 
 log = logging.getLogger(__name__)
 
+#: Seconds a create waits for a first answer from the broker before saying that none answered.
+REACHABLE_WITHIN_S = 5.0
+
 
 class TopicAdmin:
     """Create topics and look up partition counts without auto-creating anything.
@@ -158,6 +161,9 @@ class TopicAdmin:
         new = [NewTopic(n, num_partitions=p, replication_factor=factor, config=config or {}) for n, p in topics.items()]
         if not new:
             return
+        # librdkafka waits the whole timeout for a controller and then says only "Timed out": a metadata look-up
+        # first answers an unreachable broker within seconds, naming the address (BrokerUnavailableError)
+        self._list(min(timeout, REACHABLE_WITHIN_S))
         for name, future in self._client.create_topics(new, operation_timeout=timeout, request_timeout=timeout).items():
             try:
                 future.result()

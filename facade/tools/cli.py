@@ -41,7 +41,10 @@ EXPECTED_ERRORS = (RocketKafkaError, KafkaException, redis.RedisError, OSError, 
 
 
 def describe_error(exc: BaseException) -> str:
-    """One line saying what went wrong, naming the system that said so."""
+    """One line saying what went wrong, naming the system that said so (our own errors say it themselves:
+    which broker address did not answer, which topic is missing)."""
+    if isinstance(exc, RocketKafkaError):
+        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
         return f"Kafka: {exc.args[0].str()}"
     if isinstance(exc, redis.RedisError):

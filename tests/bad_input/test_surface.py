@@ -213,3 +213,18 @@ def test_settings_pass_kafka_client_settings_to_spark_as_strings() -> None:
                                                            "stats_cb": print})
     assert settings.client_properties() == {"security.protocol": "SASL_SSL", "sasl.password": SECRET,
                                             "enable.ssl.certificate.verification": "false"}
+
+
+def test_topics_create_with_no_broker_answering_fails_in_seconds_naming_the_address() -> None:
+    """librdkafka alone waits the whole --timeout (15 s) for a controller and says "Timed out", no address."""
+    started = time.monotonic()
+    result = CliRunner().invoke(main, ["-b", "127.0.0.1:1", "topics", "create", "orders"])
+    took = time.monotonic() - started
+    assert result.exit_code == 1, result.output
+    assert "no Kafka broker answered at 127.0.0.1:1" in result.output and "Traceback" not in result.output, result.output
+    assert took < 10, f"answered after {took:.1f} s"
+
+
+def test_topics_list_names_the_address_too() -> None:
+    result = CliRunner().invoke(main, ["-b", "127.0.0.1:1", "topics", "list", "--timeout", "1"])
+    assert result.exit_code == 1 and "no Kafka broker answered at 127.0.0.1:1 within 1 s" in result.output, result.output
