@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins  # the method TopicAdmin.list shadows the type in the class body
 import logging
 import time
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -124,7 +125,7 @@ class TopicAdmin:
         resource = ConfigResource(ResourceType.BROKER, str(min(brokers)))
         try:
             entries = self._client.describe_configs([resource], request_timeout=timeout)[resource].result(timeout)
-        except KafkaException as exc:
+        except (KafkaException, FutureTimeout) as exc:
             log.debug("broker config %s not described: %s", name, exc)
             return None
         entry = entries.get(name)
@@ -138,7 +139,7 @@ class TopicAdmin:
         resource = ConfigResource(ResourceType.TOPIC, topic)
         try:
             entries = self._client.describe_configs([resource], request_timeout=timeout)[resource].result(timeout)
-        except KafkaException as exc:
+        except (KafkaException, FutureTimeout) as exc:
             log.debug("config %s of %s not described: %s", name, topic, exc)
             return None
         entry = entries.get(name)
