@@ -145,10 +145,11 @@ def dev_status_cmd() -> None:
 @click.option("--messages", default=200, show_default=True, type=click.IntRange(10, 100_000),
               help="messages per demo step")
 def demo(messages: int) -> None:
-    """Start a private embedded stack and walk through tags, clustering, broadcasting, join/leave."""
+    """Start a private embedded stack and show, each claim checked: tags, clustering, rebalance, broadcasting,
+    an orderly group surviving a SIGKILL, delayed messages, transactions with check-back (exit 1 if a check fails)."""
     from rocketkafka.tools.demo import run_demo
 
-    run_demo(messages)
+    sys.exit(run_demo(messages))
 
 
 @main.group()
