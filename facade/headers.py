@@ -50,6 +50,7 @@ def read_headers(record: Any) -> SystemHeaders:
     msg_id = tags = keys = None
     reconsume, born = 0, None
     props: dict[str, str] = {}
+    name = ""
     try:
         for name, value in headers:
             if name.startswith(HEADER_PREFIX):
@@ -70,14 +71,23 @@ def read_headers(record: Any) -> SystemHeaders:
             elif value is not None:
                 props[name] = value.decode("utf-8", "replace")
     except (UnicodeDecodeError, ValueError, AttributeError, TypeError) as exc:
-        raise MalformedRecordError(record.topic(), record.partition(), record.offset(), f"bad system header ({exc})") from exc
+        raise malformed_header(record, name, exc) from exc
     return SystemHeaders(msg_id or record_id(record), tags, keys, reconsume, born, props, headers)
 
 
+def malformed_header(record: Any, name: str, problem: BaseException) -> MalformedRecordError:
+    """The error of ``record`` whose system header ``name`` is garbled; the reason names the header."""
+    why = "not UTF-8" if isinstance(problem, UnicodeDecodeError) else str(problem)
+    return MalformedRecordError(record.topic(), record.partition(), record.offset(), f"bad system header {name}: {why}")
+
+
 def _count(value: bytes, name: str, limit: int) -> int:
-    number = int(value)
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValueError(f"{value[:40]!r} is not an integer") from None
     if not 0 <= number <= limit:
-        raise ValueError(f"{name} is {number}, outside 0..{limit}")
+        raise ValueError(f"{number} is outside 0..{limit}")
     return number
 
 

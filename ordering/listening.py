@@ -170,6 +170,31 @@ def malformed(msg: MessageExt) -> MalformedRecordError | None:
     return None
 
 
+def malformed_cause(error: BaseException, record: Any) -> MalformedRecordError | None:
+    """The :class:`MalformedRecordError` about ``record`` that ``error`` is or was raised from (a listener
+    may wrap it: ``raise ValueError(...) from exc``), else ``None``."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, MalformedRecordError) and record is not None \
+                and (cause.offset, cause.partition, cause.topic) == (record.offset(), record.partition(), record.topic()):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
+def _failure_at_garbled(error: BaseException, records: Sequence[Any]) -> Any:
+    """A batch listener's exception as :class:`BatchFailure` at the record whose garbled header caused it
+    (the records before it were handled), or the exception itself when no record's header did."""
+    for i, record in enumerate(records):
+        if malformed_cause(error, record) is not None:
+            failure = BatchFailure(i, "a garbled system header")
+            failure.__cause__ = error  # _answer finds the MalformedRecordError through it and dead-letters at once
+            return failure
+    return error
+
+
 class SendBack:
     """Clustering, concurrent: a failed message goes to the group's retry topic (RocketMQ's ``sendMessageBack``)."""
 
@@ -371,6 +396,8 @@ class ListenerHandler:
             if status is None or status is _CONSUME_SUCCESS or status is _SUCCESS:
                 i = j
                 continue
+            if isinstance(status, BaseException) and not isinstance(status, BatchFailure):
+                status = _failure_at_garbled(status, chosen)  # the garbled record fails, not the batch's first
             if isinstance(status, BatchFailure) and 0 <= status.index < len(chosen):
                 failed, after = chosen[status.index], records.index(chosen[status.index])
                 pause = self._answer(work, MessageExt.of(failed, topic), status)
@@ -396,8 +423,8 @@ class ListenerHandler:
     # -- answers -----------------------------------------------------------------------------
     def _answer(self, work: PartitionWork, msg: MessageExt, status: Any) -> Any:
         """Act on a listener's answer other than success: ``None`` (go on), ``_FUTURE``, or a pause (ms)."""
-        if isinstance(status, MalformedRecordError):
-            self.policy.dead_letter_raw(msg.record, status)
+        if isinstance(status, BaseException) and (garbled := malformed_cause(status, msg.record)) is not None:
+            self.policy.dead_letter_raw(msg.record, garbled)  # at once: no retry can mend a garbled header
             return None
         if self.orderly and _is_future(status):
             return _FUTURE

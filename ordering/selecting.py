@@ -7,7 +7,8 @@ on raw confluent-kafka records:
 
 - ``"*"``: ``None`` -- the loop does no per-record work at all;
 - a tag selector: one pass over the headers for ``TAGS`` and a set lookup (one call per
-  record, fewer than the loop made before selectors);
+  record, fewer than the loop made before selectors); a tag that is not UTF-8 goes to
+  ``on_malformed``, as the SQL92 test's garbled headers do (it was left out silently before);
 - a SQL92 selector: the system headers are read and validated, then the compiled
   expression runs over the user properties and the tag. A record whose system headers are
   garbled is handed to ``on_malformed`` (the dead-letter topic) and left out, so a selector
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rocketkafka.errors import MalformedRecordError
-from rocketkafka.headers import read_headers
+from rocketkafka.headers import malformed_header, read_headers
 from rocketkafka.message_selector import MessageSelector
 from rocketkafka.names import Header
 from rocketkafka.tags import TagFilter
@@ -37,20 +38,26 @@ def record_filter(selector: MessageSelector,
 
     Parameters:
         selector: the subscription's selector.
-        on_malformed: called with a record whose system headers are garbled (SQL92 only: a tag
-            test reads nothing but the tag); the record is then left out.
+        on_malformed: called with a record whose system headers are garbled (a tag test reads
+            nothing but the tag); the record is then left out.
     """
     if selector.kind == MessageSelector.TAG:
         tags = TagFilter.parse(selector.expression).tags
-        return None if tags is None else _tag_filter(tags)
+        return None if tags is None else _tag_filter(tags, on_malformed)
     return _sql_filter(selector, on_malformed)
 
 
-def _tag_filter(tags: frozenset[str]) -> RecordFilter:
+def _tag_filter(tags: frozenset[str], on_malformed: Callable[[Any, MalformedRecordError], None]) -> RecordFilter:
     def selects(record: Any) -> bool:
         for name, value in record.headers() or ():
             if name == _TAGS:
-                return value is not None and value.decode("utf-8", "replace") in tags
+                if value is None:
+                    return False
+                try:
+                    return value.decode() in tags
+                except UnicodeDecodeError as exc:
+                    on_malformed(record, malformed_header(record, name, exc))
+                    return False
         return False
 
     return selects
