@@ -128,7 +128,7 @@ def crash_handover(stage: Stage) -> None:
                      and after > 0 and again <= by_b,
                      f"{len(sent)} sent, A handled {after} from B's partitions; lost {verdict.lost_count}, "
                      f"out of order {len(verdict.reorders)}, handlers overlapping {len(verdict.overlaps)}; "
-                     f"{verdict.duplicate_count} handled again (B had handled them, its last commit had not)")
+                     f"{verdict.duplicate_count} handled again (B had handled them after its last commit)")
     finally:
         if victim.proc.poll() is None:
             victim.kill()
