@@ -161,7 +161,8 @@ class Settings(BaseSettings):
             yield name, value
 
     @classmethod
-    def load(cls, config: dict[str, Any] | None = None, redis_urls: list[str] | str | None = None, **overrides: Any) -> Settings:
+    def load(cls, config: dict[str, Any] | None = None, redis_urls: list[str] | str | None = None, *,
+             require_broker: bool = True, **overrides: Any) -> Settings:
         """Settings from a confluent config dict + Redis URLs, else the ``ROCKETKAFKA_*`` environment.
 
         Raises:
@@ -179,12 +180,12 @@ class Settings(BaseSettings):
             settings = cls(**values)
         except ValidationError as exc:
             raise ConfigError(validation_summary(exc, "bad settings")) from None
-        if not settings.bootstrap_servers:
+        if require_broker and not settings.bootstrap_servers:
             raise ConfigError("no broker: pass {'bootstrap.servers': ...} or set ROCKETKAFKA_BOOTSTRAP_SERVERS")
         return settings
 
     @classmethod
-    def from_client_config(cls, config: dict[str, Any]) -> tuple[Settings, dict[str, Any]]:
+    def from_client_config(cls, config: dict[str, Any], require_broker: bool = True) -> tuple[Settings, dict[str, Any]]:
         """Settings from a drop-in client's confluent-kafka config dict, and the dict without our keys.
 
         Our keys, all optional (the ``ROCKETKAFKA_*`` environment fills the rest):
@@ -212,7 +213,7 @@ class Settings(BaseSettings):
                 overrides[key.removeprefix(CLIENT_KEY_PREFIX).replace(".", "_")] = ours[key]
         servers = rest.pop("bootstrap.servers", None)
         settings = cls.load({"bootstrap.servers": servers} if servers else None, ours.get("rocketkafka.redis.urls"),
-                            **overrides)
+                            require_broker=require_broker, **overrides)
         return settings, rest
 
     def kafka_config(self, **extra: Any) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import Producer as _KafkaProducer
 
 from rocketkafka.config import Settings
-from rocketkafka.errors import MessageError, TopicNotFoundError
+from rocketkafka.errors import MessageError
 from rocketkafka.message import Message
 from rocketkafka.names import HEADER_PREFIX, check_group_name, check_topic_name
 from rocketkafka.ordering.pull_consumer import Consumer
@@ -60,9 +60,12 @@ class Producer(_KafkaProducer):
         group = given.get("rocketkafka.producer.group")
         if group is not None:
             check_group_name(group, "rocketkafka.producer.group")
-        self.settings, client_config = Settings.from_client_config(given)
-        client_config = {"bootstrap.servers": self.settings.bootstrap_servers, "partitioner": DEFAULT_PARTITIONER,
-                         **client_config}
+        # no broker named is fine, as with confluent-kafka: librdkafka reports it through error_cb and the log,
+        # and records wait in the queue up to message.timeout.ms
+        self.settings, client_config = Settings.from_client_config(given, require_broker=False)
+        client_config = {"partitioner": DEFAULT_PARTITIONER, "allow.auto.create.topics": False, **client_config}
+        if self.settings.bootstrap_servers:
+            client_config["bootstrap.servers"] = self.settings.bootstrap_servers
         super().__init__(client_config)
         self._client_config = client_config
         self._group = group
@@ -98,14 +101,14 @@ class Producer(_KafkaProducer):
             return _base_produce(self, topic, *args, **kwargs)
 
     def _learn_topic(self, topic: str) -> None:
-        """Check once that ``topic`` exists: we never auto-create (asked without a topic name, which
-        could create it on some brokers)."""
+        """Check that ``topic`` exists: we never auto-create (the listing is asked without a topic name,
+        which could create it on some brokers). While no broker answers, the record is queued without
+        waiting (the check runs again on the next call), as confluent-kafka queues during an outage."""
         if not isinstance(topic, str):
             return  # confluent-kafka's own TypeError follows
         check_topic_name(topic)  # InvalidTopicNameError names the rule: such a topic can never exist
-        if topic not in self.list_topics(timeout=10).topics:
-            raise TopicNotFoundError(topic)
-        self._known_topics.add(topic)
+        if self.sender.existing(topic) >= 0:  # TopicNotFoundError when the broker does not list it
+            self._known_topics.add(topic)
 
     def _produce_extras(self, topic: str, value: Any = None, key: Any = None, partition: int = -1,
                         on_delivery: Callable | None = None, timestamp: int = 0, headers: Any = None, *,
@@ -133,7 +136,7 @@ class Producer(_KafkaProducer):
         key = key.encode() if isinstance(key, str) else key
         if partition == -1 and key is not None and delayed:
             partition = sender.key_partition(key, topic)  # a delayed record's real partition is fixed at send
-        record = sender.prepare(msg, (lambda n, m, a: partition) if partition != -1 else None)
+        record = sender.prepare(msg, (lambda n, m, a: partition) if partition != -1 else None, wait_for_route=False)
         if key is not None:
             record.key = key  # the caller's key wins over the first business key
         record.value = None if body is None else bytes(body)  # None stays a tombstone

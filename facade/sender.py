@@ -30,6 +30,7 @@ from rocketkafka.names import Header
 from rocketkafka.partitioning import DEFAULT_PARTITIONER, key_partition, partitioner_of
 from rocketkafka.queue_selectors import Selector, select_partition, sharding_key_bytes
 from rocketkafka.record import Record
+from rocketkafka.topic_listing import TopicListing
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,9 @@ class Sender:
                  *, kafka: _KafkaProducer | None = None, send_timeout: float | None = None) -> None:
         self.settings = settings
         self.group_id = group_id
-        extra: dict[str, Any] = {"linger.ms": 5, "enable.idempotence": True, "partitioner": DEFAULT_PARTITIONER}
+        # a record queued while no broker answers must not auto-create its topic when one does
+        extra: dict[str, Any] = {"linger.ms": 5, "enable.idempotence": True, "partitioner": DEFAULT_PARTITIONER,
+                                 "allow.auto.create.topics": False}
         if send_timeout is not None:
             extra["message.timeout.ms"] = max(1, int(send_timeout * 1000))
         config = settings.kafka_config(**{**extra, **(producer_config or {})})
@@ -70,6 +73,8 @@ class Sender:
         self.max_bytes = int(config.get("message.max.bytes", DEFAULT_MAX_MESSAGE_BYTES))
         self.send_timeout = send_timeout if send_timeout is not None else 30.0
         self.admin = TopicAdmin(settings)
+        #: existing topics, learnt in the background: sends that need no partition count never wait for it
+        self.topics = TopicListing(self.admin.list)
         self._kafka: _KafkaProducer | None = kafka if kafka is not None else kafka_client(_KafkaProducer, config)
         self._owns_kafka = kafka is None
         # confluent-kafka's own methods, bound once: the drop-in overrides produce() on the same object
@@ -93,10 +98,30 @@ class Sender:
         cached = self._partitions.get(topic)
         if cached is not None and cached[0] > time.monotonic():
             return cached[1]
+        if cached is not None:  # aged out: a fresh count if the broker answers, else the last one (an outage)
+            fresh = self.topics.lookup(topic)
+            self.assume_partitions(topic, cached[1] if fresh is None else fresh, 30.0 if fresh else 1.0)
+            return cached[1] if fresh is None else fresh
         try:
             count = self.admin.partitions(topic, timeout=min(10.0, self.send_timeout) if timeout is None else timeout)
         except BrokerUnavailableError as exc:
             raise SendError(topic, str(exc), exc.error, retriable=True) from exc
+        self.assume_partitions(topic, count)
+        return count
+
+    def existing(self, topic: str) -> int:
+        """``topic``'s partition count, or -1 when no broker answers (the record may wait in librdkafka's queue
+        for one: its partitioner places it when metadata arrives). Never waits long for a broker that is down.
+
+        Raises:
+            TopicNotFoundError: the broker answered and does not list the topic.
+        """
+        cached = self._partitions.get(topic)
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1]
+        count = self.topics.lookup(topic)
+        if count is None:
+            return cached[1] if cached is not None else -1
         self.assume_partitions(topic, count)
         return count
 
@@ -111,7 +136,7 @@ class Sender:
 
     def prepare(self, msg: Message, selector: Selector | None = None, arg: Any = None,
                 sharding_key: str | None = None, system: dict[str, str] | None = None,
-                timeout: float | None = None) -> Record:
+                timeout: float | None = None, wait_for_route: bool = True) -> Record:
         """Validate and encode ``msg``; nothing is sent. Looking the topic up takes at most ``timeout`` s
         (default: the send timeout, at most 10 s).
 
@@ -126,7 +151,9 @@ class Sender:
         if self._closed:
             raise StateError("producer is shut down")
         msg.validate()
-        partitions = self.partitions(msg.topic, timeout)
+        delayed = msg.delay_time_level or msg.deliver_at is not None or msg.delay is not None
+        partitions = self.partitions(msg.topic, timeout) if wait_for_route or selector or sharding_key is not None \
+            or delayed else self.existing(msg.topic)
         partition = select_partition(selector, partitions, msg, arg) if selector else -1
         now_ms = time.time_ns() // 1_000_000
         msg_id = new_msg_id_at(now_ms)
@@ -141,7 +168,7 @@ class Sender:
             key = msg.keys.split()[0].encode() if msg.keys else None
         record = Record(msg.topic, partition, key, bytes(msg.body),
                         encode_headers(msg, msg_id, now_ms, extra), msg_id)
-        if msg.delay_time_level or msg.deliver_at is not None or msg.delay is not None:
+        if delayed:
             record = self._route_delayed(msg, record, partitions)
         self.check_size(record)
         msg.id = msg_id
@@ -194,7 +221,7 @@ class Sender:
 
     def _produce_prepared(self, msg: Message, on_delivery: Callable[[KafkaError | None, Any], None] | None) -> str:
         """The general path: every check, delays, size sums."""
-        record = self.prepare(msg)
+        record = self.prepare(msg, wait_for_route=False)
         self.produce(record, on_delivery)
         return record.msg_id
 
@@ -305,6 +332,7 @@ class Sender:
             if remaining:
                 log.warning("producer closed with %d messages undelivered", remaining)
             self._closed = True
+            self.topics.close()
             self.admin.close()
             if self._owns_kafka:
                 self._kafka = None
