@@ -7,7 +7,11 @@ rest of a pipeline cannot tell which engine ran. The engine is chosen by the
 
 - ``jvm``: Spark's ``kafka`` source (``spark-sql-kafka-0-10`` on the classpath);
 - ``python``: the project's reader (:mod:`rocketkafka.spark.kafka_source`);
-- ``auto``: ``jvm`` when ``org.apache.spark.sql.kafka010.KafkaSourceProvider`` loads.
+- ``auto``: ``jvm`` when ``org.apache.spark.sql.kafka010.KafkaSourceProvider`` loads
+  (:func:`~rocketkafka.spark.session.spark_session` puts it there where ``mvn`` can fetch it).
+
+Batch reads through the JVM source get "latest" ending offsets pinned on the driver from
+fetched watermarks (:mod:`rocketkafka.spark.jvm_ends`), so both engines end where the log does.
 
 Options are checked on the driver before anything runs: an unknown option, bad
 offsets JSON or a missing topic raise :class:`~rocketkafka.spark.errors.SourceOptionError` /
@@ -27,8 +31,10 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from rocketkafka.spark.connector import coordinates
 from rocketkafka.spark.errors import EngineUnavailableError, SourceOptionError
-from rocketkafka.spark.kafka_io import discover, open_consumer
+from rocketkafka.spark.jvm_ends import lagging_list_offsets, pinned_ending
+from rocketkafka.spark.kafka_io import TP, discover, open_consumer
 from rocketkafka.spark.kafka_source import SOURCE_NAME, resolve_offsets, times_by_partition
 from rocketkafka.spark.options import SourceOptions, parse_options
 from rocketkafka.spark.session import register_source
@@ -59,6 +65,10 @@ def jvm_kafka_available(spark: SparkSession) -> bool:
         return False
 
 
+def _wanted(engine: str | None) -> str:
+    return (engine or os.environ.get(ENGINE_ENV) or "auto").strip().lower()
+
+
 def choose_engine(spark: SparkSession, engine: str | None = None) -> str:
     """``jvm`` or ``python`` for ``engine`` (``None``: ``$ROCKETKAFKA_SPARK_ENGINE`` or ``auto``).
 
@@ -66,7 +76,7 @@ def choose_engine(spark: SparkSession, engine: str | None = None) -> str:
         EngineUnavailableError: ``jvm`` was forced but the connector does not load.
         ConfigError: an unknown engine name.
     """
-    wanted = (engine or os.environ.get(ENGINE_ENV) or "auto").strip().lower()
+    wanted = _wanted(engine)
     if wanted not in ENGINES:
         raise SourceOptionError("engine", f"unknown engine {wanted!r}; use one of {', '.join(ENGINES)}")
     if wanted == "python":
@@ -74,8 +84,8 @@ def choose_engine(spark: SparkSession, engine: str | None = None) -> str:
     available = jvm_kafka_available(spark)
     if wanted == "jvm" and not available:
         raise EngineUnavailableError(
-            f"engine 'jvm' needs Spark's Kafka connector ({JVM_PROVIDER}); add the package "
-            "org.apache.spark:spark-sql-kafka-0-10_2.13 (spark.jars.packages) or use engine='python'")
+            f"engine 'jvm' needs Spark's Kafka connector {coordinates()} in the session (spark_session("
+            f"connector='on') fetches it with mvn, or pass it in spark.jars) or use engine='python'")
     return "jvm" if available else "python"
 
 
@@ -92,14 +102,15 @@ def _merge(options: Mapping[str, Any] | None, more: Mapping[str, Any]) -> dict[s
     return {str(k): _as_option(v) for k, v in merged.items() if v is not None}
 
 
-def check_source(options: Mapping[str, str], streaming: bool, engine: str) -> SourceOptions:
-    """Check options and topics on the driver (raises before any Spark job is planned)."""
+def check_source(options: Mapping[str, str], streaming: bool, engine: str) -> tuple[SourceOptions, list[TP] | None]:
+    """Check options and topics on the driver (raises before any Spark job is planned); the partitions read,
+    ``None`` when the JVM source gets Java-only client settings that only it can judge."""
     parsed = parse_options(options, streaming=streaming, jvm=engine == "jvm")
     try:
         consumer = open_consumer(parsed, "check")
     except SourceOptionError:
         if engine == "jvm":  # Java-only client settings; the JVM source will judge them
-            return parsed
+            return parsed, None
         raise
     try:
         tps = discover(consumer, parsed)
@@ -112,7 +123,12 @@ def check_source(options: Mapping[str, str], streaming: bool, engine: str) -> So
                         ("endingOffsetsByTimestamp", parsed.ending_times)):
         if isinstance(times, dict):
             times_by_partition(times, name, tps)
-    return parsed
+    return parsed, tps
+
+
+def _with_option(options: dict[str, str], name: str, value: str) -> dict[str, str]:
+    """``options`` with ``name`` set, any spelling of it in another case dropped (Spark's options ignore case)."""
+    return {**{k: v for k, v in options.items() if k.lower() != name.lower()}, name: value}
 
 
 def _format(spark: SparkSession, engine: str) -> str:
@@ -138,14 +154,34 @@ def read_messages(spark: SparkSession, options: Mapping[str, Any] | None = None,
     """
     opts = _merge(options, more)
     chosen = choose_engine(spark, engine)
-    check_source(opts, streaming=False, engine=chosen)
+    parsed, tps = check_source(opts, streaming=False, engine=chosen)
+    if chosen == "jvm" and tps is not None:
+        pinned = pinned_ending(parsed, tps)  # the JVM source would trust ListOffsets "latest"
+        if pinned is not None:
+            opts = _with_option(opts, "endingOffsets", json.dumps(pinned))
     return spark.read.format(_format(spark, chosen)).options(**opts).load()
 
 
 def read_message_stream(spark: SparkSession, options: Mapping[str, Any] | None = None, *, engine: str | None = None,
                         **more: Any) -> DataFrame:
-    """A streaming DataFrame with Spark's Kafka source schema (see :func:`read_messages`)."""
+    """A streaming DataFrame with Spark's Kafka source schema (see :func:`read_messages`).
+
+    The JVM source learns each micro-batch's end from the broker's ListOffsets "latest";
+    where that answer lags the fetched end (Tansu), ``auto`` reads with the Python source
+    instead, and a forced ``jvm`` logs a warning.
+    """
     opts = _merge(options, more)
     chosen = choose_engine(spark, engine)
-    check_source(opts, streaming=True, engine=chosen)
+    parsed, tps = check_source(opts, streaming=True, engine=chosen)
+    if chosen == "jvm" and tps is not None:
+        lagging = lagging_list_offsets(parsed, tps)
+        if lagging:
+            shown = ", ".join(f"{t}-{p}" for t, p in lagging[:3])
+            if _wanted(engine) == "auto":
+                log.info("the broker's ListOffsets lags the log end (%s): streaming with the Python source", shown)
+                chosen = "python"
+                parse_options(opts, streaming=True, jvm=False)  # the Python source serves fewer options
+            else:
+                log.warning("the broker's ListOffsets lags the log end (%s): Spark's JVM source will not read "
+                            "a partition's last records until more arrive", shown)
     return spark.readStream.format(_format(spark, chosen)).options(**opts).load()

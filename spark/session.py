@@ -6,6 +6,10 @@ put on the workers' ``PYTHONPATH`` when the package runs from a source tree.
 ``SPARK_HOME`` defaults to the pyspark package (``local-cluster`` masters start
 executors from it) and ``SPARK_LOCAL_IP`` to the loopback address.
 
+Classic sessions get Spark's own Kafka source (:mod:`rocketkafka.spark.connector`:
+fetched once with ``mvn``, passed as ``spark.jars`` so executors get it too), unless
+``connector="off"`` / ``$ROCKETKAFKA_SPARK_CONNECTOR=off``.
+
 :func:`spark_session` serves classic masters (``local[2]``, ``local-cluster[2,1,1024]``,
 ``spark://...``, ``yarn``) and Spark Connect (``remote="sc://host:15002"``, or
 ``remote="local[2]"`` for a Connect server in this process; needs ``pyspark[connect]``).
@@ -21,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
+
+from rocketkafka.spark.connector import session_jars
 
 #: Environment variable naming the default master (else ``local[2]``).
 MASTER_ENV = "ROCKETKAFKA_SPARK_MASTER"
@@ -78,7 +84,8 @@ def register_source(spark: SparkSession) -> None:
 
 
 def spark_session(master: str | None = None, app_name: str = "rocketkafka", conf: Mapping[str, Any] | None = None,
-                  shuffle_partitions: int = 8, log_level: str = "WARN", remote: str | None = None) -> SparkSession:
+                  shuffle_partitions: int = 8, log_level: str = "WARN", remote: str | None = None,
+                  connector: str | None = None) -> SparkSession:
     """Get or create a SparkSession for rocketkafka pipelines, the Kafka source registered.
 
     Parameters:
@@ -89,6 +96,10 @@ def spark_session(master: str | None = None, app_name: str = "rocketkafka", conf
         log_level: Spark's log level (classic sessions).
         remote: a Spark Connect URL (``sc://host:15002``, or ``local[N]`` for an in-process
             server); default ``$ROCKETKAFKA_SPARK_REMOTE``; wins over ``master``.
+        connector: put Spark's Kafka source on a classic session's classpath: ``auto`` (where ``mvn``
+            can fetch it), ``on`` (or raise :class:`~rocketkafka.spark.errors.EngineUnavailableError`),
+            ``off``; default ``$ROCKETKAFKA_SPARK_CONNECTOR`` or ``auto``. Spark Connect sessions use
+            the server's classpath.
     """
     prepare_python_env()
     remote = remote or os.environ.get(REMOTE_ENV) or None
@@ -106,6 +117,9 @@ def spark_session(master: str | None = None, app_name: str = "rocketkafka", conf
                   "spark.python.worker.reuse": "true", "spark.driver.host": "127.0.0.1",
                   "spark.driver.bindAddress": "127.0.0.1"}
         builder = SparkSession.builder.master(master or os.environ.get(MASTER_ENV) or "local[2]").appName(app_name)
+        jars = [str(j) for j in session_jars(connector)]
+        if jars:
+            settings["spark.jars"] = ",".join([*filter(None, str(settings.get("spark.jars", "")).split(",")), *jars])
         for key, value in {**static, **settings}.items():
             builder = builder.config(key, value)
         spark = builder.getOrCreate()

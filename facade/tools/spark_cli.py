@@ -1,6 +1,6 @@
 """``rocketkafka spark ...``: the audit jobs and the Spark benchmark.
 
-Commands: ``audit-order``, ``audit-delay``, ``audit-txn``, ``bench``. Each audit
+Commands: ``audit-order``, ``audit-delay``, ``audit-txn``, ``bench``, ``connector``. Each audit
 runs Spark where you say (``--master local[2]`` by default, any master URL, or
 ``--remote sc://host:15002`` for Spark Connect), prints what it read (topics,
 partitions, offset ranges, rows) and its figures, and writes ``--output`` (Parquet,
@@ -169,6 +169,19 @@ def audit_txn_command(topic_prefix: str | None, real_topics: tuple[str, ...], bo
     problems = {k: s[k] for k in ("conflict", "missing_real", "duplicate_real", "rollback_leaked") if s[k]}
     if strict and problems:
         _fail_strict(", ".join(f"{k} {v}" for k, v in problems.items()))
+
+
+@spark_cli.command("connector")
+@click.option("--version", "version", default=None, help="PySpark version (default: the installed one)")
+def connector_command(version: str | None) -> None:
+    """Fetch Spark's Kafka source (spark-sql-kafka-0-10) into the per-user cache with mvn; print its jars.
+
+    Sessions fetch it on first use anyway; run this ahead (CI, images) to pay the fetch once.
+    """
+    from rocketkafka.spark.connector import connector_jars
+
+    for jar in _run(lambda: connector_jars(version)):
+        click.echo(str(jar))
 
 
 @contextlib.contextmanager

@@ -1,4 +1,6 @@
-"""The Kafka reader against a real broker: batch exactly-once, Spark's schema, options, streaming restarts."""
+"""The Kafka reader against a real broker: batch exactly-once, Spark's schema, options, streaming restarts.
+
+These pin the Python reader (``ROCKETKAFKA_SPARK_ENGINE=python``); test_parity.py holds it equal to Spark's JVM source."""
 
 from __future__ import annotations
 
@@ -26,12 +28,18 @@ from rocketkafka.spark import (
     EngineUnavailableError,
     SourceOptionError,
     choose_engine,
+    jvm_kafka_available,
     read_message_stream,
     read_messages,
 )
 from tests.spark.conftest import Record, rows_by
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def python_engine(monkeypatch):
+    monkeypatch.setenv(ENGINE_ENV, "python")
 
 #: Spark's Kafka source schema as the Structured Streaming + Kafka Integration Guide documents it.
 SPARK_KAFKA_SCHEMA = StructType([
@@ -155,20 +163,21 @@ def test_bad_options_fail_before_any_job(spark, rk_topic, source):
 
 
 def test_engine_choice(spark, monkeypatch, rk_topic, source):
+    import rocketkafka.spark.engine as engine
+
+    monkeypatch.delenv(ENGINE_ENV)
     assert choose_engine(spark, "python") == "python"
-    assert choose_engine(spark, "auto") == "python"  # no spark-sql-kafka-0-10 on this machine
-    with pytest.raises(EngineUnavailableError, match="spark-sql-kafka"):
+    with pytest.raises(SourceOptionError, match="engine"):
+        choose_engine(spark, "scala")
+    if jvm_kafka_available(spark):  # spark_session() fetched the connector: auto is Spark's own source
+        assert choose_engine(spark, "auto") == choose_engine(spark, None) == "jvm"
+    monkeypatch.setattr(engine, "JVM_PROVIDER", "org.example.NoSuchProvider")  # as in a session without it
+    assert choose_engine(spark, "auto") == "python"
+    with pytest.raises(EngineUnavailableError, match="spark-sql-kafka-0-10_2.13:"):
         choose_engine(spark, "jvm")
     monkeypatch.setenv(ENGINE_ENV, "jvm")
     with pytest.raises(EngineUnavailableError):
         read_messages(spark, source(rk_topic(partitions=1)))
-    with pytest.raises(SourceOptionError, match="engine"):
-        choose_engine(spark, "scala")
-    monkeypatch.delenv(ENGINE_ENV)
-    import rocketkafka.spark.engine as engine  # the probe itself: a class that does load flips auto to the JVM source
-
-    monkeypatch.setattr(engine, "JVM_PROVIDER", "org.apache.spark.sql.SparkSession")
-    assert choose_engine(spark, None) == "jvm"
 
 
 def _stream_once(spark, options: dict, checkpoint: str, sink: list, max_per_trigger: int | None = None) -> list[int]:
