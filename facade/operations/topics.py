@@ -43,10 +43,11 @@ def internal_topics(settings: Settings) -> list[InternalTopicHealth]:
     with TopicAdmin(settings) as admin:
         placement = {t: p for t, p in admin.replication().items() if settings.topics.is_internal(t)}
         wanted, source = admin.wanted_replication() if placement else (None, "")
+        min_isrs = admin.topic_configs(sorted(placement), "min.insync.replicas", timeout=5.0)
         out = []
         for name in sorted(placement):
             topic = placement[name]
-            min_isr = admin.topic_config(name, "min.insync.replicas")
+            min_isr = min_isrs[name]
             out.append(InternalTopicHealth(
                 name, len(topic.partitions), topic.replication_factor,
                 min((len(set(p.isr)) for p in topic.partitions), default=0),
