@@ -134,6 +134,30 @@ class TopicAdmin:
         except ValueError:
             return None
 
+    def write_blocker(self, topic: str, partition: int | None = None, timeout: float = 5.0) -> str | None:
+        """Why the broker cannot acknowledge an ``acks=all`` write to ``topic`` now, or None when nothing says so.
+
+        Asked after a send timed out: librdkafka retries NOT_ENOUGH_REPLICAS until the message
+        times out and then reports only "Message timed out"; this names the cause (a partition
+        without a leader, or an ISR smaller than ``min.insync.replicas``).
+        """
+        try:
+            placement = self.replication([topic], timeout).get(topic)
+            if placement is None:
+                return None
+            parts = [p for p in placement.partitions if partition is None or p.partition == partition]
+            if leaderless := [p for p in parts if p.leader < 0]:
+                return f"{leaderless[0].describe()}: no broker can take the write (LEADER_NOT_AVAILABLE)"
+            min_isr = int(self.topic_config(topic, "min.insync.replicas", timeout) or 1)
+        except (BrokerUnavailableError, KafkaException, ValueError) as exc:
+            log.debug("no reason found for the unacknowledged write to %s: %s", topic, exc)
+            return None
+        short = [p for p in parts if len(set(p.isr)) < min_isr]
+        if short:
+            return (f"{short[0].describe()}, fewer than min.insync.replicas={min_isr} (NOT_ENOUGH_REPLICAS): "
+                    f"the broker refuses acks=all writes until enough replicas are in sync")
+        return None
+
     def topic_config(self, topic: str, name: str, timeout: float = 10.0) -> str | None:
         """One config value of ``topic`` (``min.insync.replicas``, ...), None where the broker does not say."""
         return self.topic_configs([topic], name, timeout)[topic]

@@ -289,11 +289,20 @@ class Sender:
         while not done.is_set():
             left = deadline - time.monotonic()
             if left <= 0:
-                raise SendError(record.topic, f"no acknowledgement within {timeout:g} s",
-                                KafkaError(KafkaError._TIMED_OUT, f"no acknowledgement within {timeout:g} s",
-                                           retriable=True))
+                reason = self._unacknowledged(record, f"no acknowledgement within {timeout:g} s")
+                raise SendError(record.topic, reason, KafkaError(KafkaError._TIMED_OUT, reason, retriable=True))
             self.poll(min(0.01, left))
-        return self.result(record, outcome["err"], outcome["msg"])
+        err = outcome["err"]
+        if err is not None and err.code() == KafkaError._MSG_TIMED_OUT:
+            reason = self._unacknowledged(record, err.str())
+            raise SendError(record.topic, reason, KafkaError(err.code(), reason, retriable=True))
+        return self.result(record, err, outcome["msg"])
+
+    def _unacknowledged(self, record: Record, what: str) -> str:
+        """``what`` went wrong, and why when the cluster can tell (a short ISR, no leader)."""
+        partition = record.partition if record.partition >= 0 else None
+        why = self.admin.write_blocker(record.topic, partition)
+        return f"{what}: {why}" if why else what
 
     @staticmethod
     def result_error(topic: str, err: KafkaError) -> SendError:

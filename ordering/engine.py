@@ -448,7 +448,16 @@ class OwnershipEngine:
         else:
             won = {tp: held.fencing_token for tp, held in self._locks.lock_batch(wanted).items()}
         if won:
-            self._take(won)
+            try:
+                self._take(won)
+            except KafkaException as exc:
+                # the broker cannot name committed offsets now (a coordinator moving, a broker restarting):
+                # give the locks back and try again at the next round, as after a lost lock race
+                log.warning("%s: could not take %s now, retrying at the next rebalance: %s", self.name, sorted(won),
+                            exc)
+                if self._locks is not None:
+                    self._locks.unlock_batch(list(won))
+                won = {}
         self._pending = wanted - won.keys()
 
     def _apply_resets(self) -> None:
@@ -470,12 +479,15 @@ class OwnershipEngine:
     def _take(self, won: dict[TP, int | None]) -> None:
         covered = {lock: self.step.partitions_of(lock) for lock in sorted(won)}
         every = [tp for partitions in covered.values() for tp in partitions]
-        committed = {(tp.topic, tp.partition): tp.offset
-                     for tp in self.kafka.committed([TopicPartition(*tp) for tp in every], timeout=10)}
-        assignment = []
+        answer = self.kafka.committed([TopicPartition(*tp) for tp in every], timeout=10)
+        failed = [tp.error for tp in answer if tp.error is not None]  # an error per partition, not for the request
+        if failed:
+            raise KafkaException(failed[0])
+        committed = {(tp.topic, tp.partition): tp.offset for tp in answer}
+        starts = {tp: committed[tp] if committed[tp] >= 0 else self.step.initial_offset(tp, self.kafka) for tp in every}
+        assignment = []  # nothing changes above this line: a broker error leaves the engine as it was
         for lock, partitions in covered.items():
-            offsets = {tp: committed[tp] if committed[tp] >= 0 else self.step.initial_offset(tp, self.kafka)
-                       for tp in partitions}
+            offsets = {tp: starts[tp] for tp in partitions}
             context = ClaimContext(lock, partitions, won[lock], offsets, self._validity(lock), self._seek, self._commit_soon)
             owned = _Owned(lock, self.step.claim(context), partitions, won[lock],
                            committed={tp: committed[tp] for tp in partitions if committed[tp] >= 0})

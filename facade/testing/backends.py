@@ -5,7 +5,10 @@
 - ``external``: ``ROCKETKAFKA_BOOTSTRAP_SERVERS`` and ``ROCKETKAFKA_REDIS_URLS`` name a running cluster;
 - ``testcontainers``: broker + Redis containers from a Docker-compatible engine
   (see :mod:`rocketkafka.testing.containers`);
-- ``embedded``: processes started by the test session itself (:class:`rocketkafka.testing.devstack.DevStack`).
+- ``embedded``: processes started by the test session itself (:class:`rocketkafka.testing.devstack.DevStack`):
+  the Tansu broker and Redis nodes;
+- ``kafka``: the same with Apache Kafka (``ROCKETKAFKA_TEST_KAFKA_NODES`` nodes, default 1; see
+  :class:`KafkaBackend`).
 
 Unset, it is ``external`` when the environment names a broker, else ``embedded``.
 
@@ -17,11 +20,13 @@ features are probed once against the real broker. A test declares what it needs 
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 
 from rocketkafka.config import Settings
 from rocketkafka.errors import ConfigError
-from rocketkafka.testing.capabilities import BROKER_FEATURES, Capability, MissingCapability, probe_add_partitions
+from rocketkafka.testing.broker_probes import probe
+from rocketkafka.testing.capabilities import BROKER_FEATURES, Capability, MissingCapability
 from rocketkafka.testing.devstack import DevStack
 
 
@@ -60,7 +65,7 @@ class Backend(ABC):
             if probed is None:
                 probed = self._probed = {}
             if capability not in probed:
-                probed[capability] = probe_add_partitions(self.settings())
+                probed[capability] = probe(self.settings(), capability)
             return None if probed[capability] is None else f"the broker at {self.bootstrap_servers} cannot " \
                 f"{capability.value}: {probed[capability]}"
         if capability in self.faults:
@@ -89,12 +94,30 @@ class Backend(ABC):
     def resume_redis(self, index: int) -> None:
         self.require(Capability.PAUSE_REDIS)
 
-    def pause_broker(self) -> None:
-        """SIGSTOP the broker (nothing answers until :meth:`resume_broker`)."""
+    def pause_broker(self, index: int | None = None) -> None:
+        """SIGSTOP broker node ``index`` (every node when ``None``; nothing answers until :meth:`resume_broker`)."""
         self.require(Capability.PAUSE_BROKER)
 
-    def resume_broker(self) -> None:
+    def resume_broker(self, index: int | None = None) -> None:
         self.require(Capability.PAUSE_BROKER)
+
+    def kill_broker(self, index: int = 0) -> None:
+        """SIGKILL broker node ``index``; its log stays on disk for :meth:`start_broker`."""
+        self.require(Capability.KILL_BROKER)
+
+    def start_broker(self, index: int = 0) -> None:
+        """Start broker node ``index`` again with its log, and wait until the cluster lists it."""
+        self.require(Capability.KILL_BROKER)
+
+    @property
+    def broker_count(self) -> int:
+        """How many broker nodes the cluster has (as far as this backend knows; 1 when it cannot tell)."""
+        return 1
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        """Index of the broker node that leads ``topic``'s ``partition``."""
+        self.require(Capability.MULTI_BROKER)
+        return 0
 
 
 class EmbeddedBackend(Backend):
@@ -132,11 +155,47 @@ class EmbeddedBackend(Backend):
     def resume_redis(self, index: int) -> None:
         self.stack.resume_redis(index)
 
-    def pause_broker(self) -> None:
-        self.stack.pause_broker()
+    def pause_broker(self, index: int | None = None) -> None:
+        self.stack.pause_broker(index)
 
-    def resume_broker(self) -> None:
-        self.stack.resume_broker()
+    def resume_broker(self, index: int | None = None) -> None:
+        self.stack.resume_broker(index)
+
+
+class KafkaBackend(EmbeddedBackend):
+    """Apache Kafka (KRaft nodes, log on disk) + N redis-server processes, owned by the test session.
+
+    One cluster per session, hence per pytest-xdist worker: fault tests kill, restart and pause
+    brokers, which would break the tests of other workers on a shared cluster. Nodes:
+    ``ROCKETKAFKA_TEST_KAFKA_NODES`` (default 1; 3 gives replication factor 3 and min ISR 2).
+    """
+
+    name = "kafka"
+
+    def __init__(self, redis_nodes: int = 3, broker_nodes: int | None = None) -> None:
+        nodes = broker_nodes or int(os.environ.get("ROCKETKAFKA_TEST_KAFKA_NODES") or 1)
+        self.stack = DevStack(redis_nodes=redis_nodes, attached=True, broker="kafka", broker_nodes=nodes)
+        self.faults = EmbeddedBackend.faults | {Capability.KILL_BROKER} | (
+            {Capability.MULTI_BROKER} if nodes >= 3 else set())
+
+    def missing(self, capability: Capability) -> str | None:
+        if capability is Capability.MULTI_BROKER and capability not in self.faults:
+            return (f"the kafka backend runs {self.stack.broker_nodes} broker node(s); this test needs 3 "
+                    "(ROCKETKAFKA_TEST_KAFKA_NODES=3)")
+        return super().missing(capability)
+
+    def kill_broker(self, index: int = 0) -> None:
+        self.stack.kill_broker(index)
+
+    def start_broker(self, index: int = 0) -> None:
+        self.stack.start_broker(index)
+
+    @property
+    def broker_count(self) -> int:
+        return self.stack.broker_nodes
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        return self.stack.leader_of(topic, partition)
 
 
 class ExternalBackend(Backend):

@@ -32,11 +32,18 @@ class Capability(str, enum.Enum):
     STOP_REDIS = "stop-redis"  # kill a Redis node and start it again, empty, on the same URL
     PAUSE_REDIS = "pause-redis"  # SIGSTOP / SIGCONT a Redis node: it keeps its data, answers nothing meanwhile
     PAUSE_BROKER = "pause-broker"  # SIGSTOP / SIGCONT the broker
+    KILL_BROKER = "kill-broker"  # SIGKILL a broker node and start it again with its log kept on disk
+    MULTI_BROKER = "multi-broker"  # a cluster of 3+ brokers, replication factor 3: kill one (a leader) and go on
     ADD_PARTITIONS = "add-partitions"  # broker feature: CreatePartitions (KIP-195) on a live topic
+    DELETE_RECORDS = "delete-records"  # broker feature: DeleteRecords moves a partition's log start
+    OFFSETS_BY_TIME = "offsets-by-time"  # broker feature: ListOffsets by time answers by record timestamps
+    EXACT_LATEST_OFFSET = "exact-latest-offset"  # broker feature: ListOffsets "latest" is the log end after batches
+    HIDE_ABORTED = "hide-aborted"  # broker feature: read_committed readers skip aborted transactions' records
 
 
 #: Capabilities that are features of the broker, found by probing it (not by the backend's kind).
-BROKER_FEATURES = frozenset({Capability.ADD_PARTITIONS})
+BROKER_FEATURES = frozenset({Capability.ADD_PARTITIONS, Capability.DELETE_RECORDS, Capability.OFFSETS_BY_TIME,
+                             Capability.EXACT_LATEST_OFFSET, Capability.HIDE_ABORTED})
 
 
 class MissingCapability(Exception):

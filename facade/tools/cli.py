@@ -105,18 +105,26 @@ def main(bootstrap_servers: str | None, redis_urls: str | None, verbose: int, lo
 
 @main.group()
 def dev() -> None:
-    """The embedded dev stack: a Tansu broker and Redis nodes on loopback (needs [embedded])."""
+    """The embedded dev stack: a broker (Tansu, or Apache Kafka with Java) and Redis nodes on loopback."""
 
 
 @dev.command("up")
 @click.option("--redis-nodes", default=3, show_default=True, type=click.IntRange(1, 9), help="how many Redis nodes")
-def dev_up_cmd(redis_nodes: int) -> None:
+@click.option("--broker", type=click.Choice(["tansu", "kafka"]), default="tansu", show_default=True,
+              help="tansu (Python alone, memory storage) or kafka (Apache Kafka, KRaft, log on disk; needs Java 17+, "
+                   "and Maven to fetch its jars once)")
+@click.option("--nodes", default=1, show_default=True, type=click.IntRange(1, 5),
+              help="broker nodes (kafka only; 3 gives replication factor 3 and min.insync.replicas 2)")
+def dev_up_cmd(redis_nodes: int, broker: str, nodes: int) -> None:
     """Start the stack in the background and record its addresses (later commands use it while it lives)."""
     from rocketkafka.testing.devstack import dev_up
 
-    click.echo("starting the embedded stack...", err=True)
-    record = dev_up(redis_nodes)
-    click.echo(f"broker  {record['bootstrap_servers']}")
+    if broker == "tansu" and nodes != 1:
+        raise click.BadParameter("Tansu runs one node; use --broker kafka for a cluster", param_hint="--nodes")
+    click.echo(f"starting the embedded stack ({broker}, {nodes} broker node(s), {redis_nodes} Redis node(s))...",
+               err=True)
+    record = dev_up(redis_nodes, broker=broker, broker_nodes=nodes)
+    click.echo(f"broker  {record['bootstrap_servers']} ({record.get('broker', broker)})")
     for url in record["redis_urls"]:
         click.echo(f"redis   {url}")
     click.echo("export ROCKETKAFKA_BOOTSTRAP_SERVERS=%s ROCKETKAFKA_REDIS_URLS=%s"

@@ -8,6 +8,7 @@ from datetime import datetime
 import pytest
 
 from rocketkafka import PushConsumer
+from rocketkafka.testing.capabilities import Capability
 from rocketkafka.testing.history import History, check
 from rocketkafka.testing.reading import committed_offsets
 from tests.admin.conftest import FAST, wait_until
@@ -50,15 +51,24 @@ def test_reset_to_an_offset_while_running_redelivers_exactly_from_there(rk_setti
         consumer.shutdown()
 
 
-def test_reset_by_time_is_refused_on_tansu_unless_forced_then_redelivers_from_that_time(rk_settings, rk_topic,
-                                                                                       rk_group, send, admin,
-                                                                                       admin_json):
-    topic = rk_topic(partitions=1)
+def _sent_around_a_moment(topic, send):
+    """30 records, a moment, 20 more: the ids of the 20."""
     send(topic, 30)
     time.sleep(1.0)
     moment = datetime.now().astimezone()
     time.sleep(0.3)
-    later = send(topic, 20)
+    return moment, send(topic, 20)
+
+
+def test_reset_by_time_is_refused_where_the_broker_answers_by_write_time_unless_forced(rk_backend, rk_settings,
+                                                                                      rk_topic, rk_group, send, admin,
+                                                                                      admin_json):
+    """Tansu answers offsets_for_times by batch write time: a reset by time is refused unless forced."""
+    if rk_backend.missing(Capability.OFFSETS_BY_TIME) is None:
+        pytest.skip("this broker answers offsets_for_times by record timestamps: nothing to refuse "
+                    "(test_reset_by_time_redelivers_from_that_time runs instead)")
+    topic = rk_topic(partitions=1)
+    moment, later = _sent_around_a_moment(topic, send)
     history = History()
     consumer = _running(rk_settings, rk_group, topic, history)
     try:
@@ -67,6 +77,25 @@ def test_reset_by_time_is_refused_on_tansu_unless_forced_then_redelivers_from_th
         assert code == 1 and "offsets_for_times" in text and "--force" in text
         assert committed_offsets(rk_settings.bootstrap_servers, rk_group, topic, 1)[0] == 50  # nothing moved
         [outcome] = admin_json("reset-offset", rk_group, topic, "--to", moment.isoformat(), "--force")
+        assert (outcome["before"], outcome["after"]) == (50, 30)
+        assert wait_until(lambda: len(history.calls) >= 70)
+        time.sleep(1.0)
+        report = check(history.calls[50:], later)
+        assert (report.calls, report.lost_count, report.duplicate_count, report.reorders) == (20, 0, 0, [])
+    finally:
+        consumer.shutdown()
+
+
+@pytest.mark.rk_needs("offsets-by-time")
+def test_reset_by_time_redelivers_from_that_time(rk_settings, rk_topic, rk_group, send, admin_json):
+    """Apache Kafka answers offsets_for_times by record timestamps: ``--to TIME`` works without ``--force``."""
+    topic = rk_topic(partitions=1)
+    moment, later = _sent_around_a_moment(topic, send)
+    history = History()
+    consumer = _running(rk_settings, rk_group, topic, history)
+    try:
+        assert wait_until(lambda: committed_offsets(rk_settings.bootstrap_servers, rk_group, topic, 1)[0] == 50)
+        [outcome] = admin_json("reset-offset", rk_group, topic, "--to", moment.isoformat())
         assert (outcome["before"], outcome["after"]) == (50, 30)
         assert wait_until(lambda: len(history.calls) >= 70)
         time.sleep(1.0)

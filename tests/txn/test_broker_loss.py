@@ -103,3 +103,41 @@ def _ended(op_records) -> dict[str, tuple[str, int]]:
             continue
         out.setdefault(txid.decode(), (state.decode(), r.timestamp()[1]))
     return out
+
+
+@pytest.mark.rk_needs("kill-broker")
+def test_transactions_left_unknown_are_resolved_by_check_back_after_a_broker_restart(rk_settings, rk_topic,
+                                                                                     rk_backend, make_producer,
+                                                                                     make_checker, read_topic):
+    """Transactions left UNKNOWN just before a broker (on one node: the cluster) is SIGKILLed and restarted
+    from its log 2 s later: the checker and the producer ride out the restart by themselves; every one is resolved
+    by check-back as the local store says (COMMIT: one real message; ROLLBACK: none)."""
+    topic = rk_topic(partitions=2)
+    store = Store()
+    producer = make_producer("pg-broker-restart", store.check)
+    make_checker()
+    answers: dict[str, object] = {}
+    for i in range(30):
+        answer = COMMIT if i % 2 else ROLLBACK
+
+        def local(msg, arg, answer=answer):
+            store.state[msg.transaction_id] = answer  # decided, but the end-transaction is "lost": UNKNOWN
+            return UNKNOWN
+
+        result = producer.send_message_in_transaction(Message(topic, f"u{i}".encode()), local)
+        answers[result.transaction_id] = answer
+    rk_backend.kill_broker(0)
+    time.sleep(2.0)
+    rk_backend.start_broker(0)
+    restarted_ms = int(time.time() * 1000)
+    committed = {t for t, a in answers.items() if a is COMMIT}
+    assert wait_until(lambda: answers.keys() <= _ended(read_topic(rk_settings.topics.op())).keys(), 90), \
+        "check-backs missing after the restart"
+    ended = _ended(read_topic(rk_settings.topics.op()))
+    assert wait_until(lambda: committed <= set(tx_ids(read_topic(topic))), 30), "commits missing"
+    time.sleep(2)  # a duplicate or a rolled-back real message would show now
+    real = Counter(tx_ids(read_topic(topic)))
+    assert set(real) == committed and max(real.values()) == 1, real
+    assert [t for t, a in answers.items() if ended[t][0] != a.name] == [], "check-back answered wrongly"
+    print(f"\nall {len(answers)} resolved by check-back, the last {max(e[1] for e in ended.values()) - restarted_ms} ms "
+          "after the broker was back")

@@ -24,13 +24,30 @@ from rocketkafka.testing.devstack import cluster_given, given_or_embedded
 
 @contextlib.contextmanager
 def bench_settings() -> Iterator[Settings]:
-    """Settings of the given cluster, or of an embedded stack that lives for the benchmark."""
-    with given_or_embedded(say=click.echo) as (settings, _stack):
+    """Settings of the given cluster, or of an embedded stack (of ``--broker``) that lives for the benchmark."""
+    broker, nodes = _chosen_broker()
+    with given_or_embedded(say=click.echo, broker=broker, broker_nodes=nodes) as (settings, _stack):
         yield settings
 
 
+def _chosen_broker() -> tuple[str | None, int]:
+    """``--broker``/``--nodes`` of ``bench`` or of ``bench all`` (the nearer one wins)."""
+    ctx: click.Context | None = click.get_current_context(silent=True)
+    while ctx is not None:
+        if ctx.params.get("broker"):
+            return ctx.params["broker"], ctx.params.get("nodes") or 1
+        ctx = ctx.parent
+    return None, 1
+
+
+_BROKER_HELP = ("run on a private embedded stack of this broker (tansu, or kafka: Apache Kafka), even when "
+                "ROCKETKAFKA_BOOTSTRAP_SERVERS names a cluster [the given cluster, else tansu]")
+
+
 @click.group()
-def bench() -> None:
+@click.option("--broker", type=click.Choice(["tansu", "kafka"]), default=None, help=_BROKER_HELP)
+@click.option("--nodes", default=1, show_default=True, type=click.IntRange(1, 5), help="broker nodes (kafka only)")
+def bench(broker: str | None, nodes: int) -> None:
     """Benchmarks (figures, never pass/fail)."""
 
 
@@ -192,7 +209,10 @@ def _names(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("bench-results"),
               show_default=True, help="directory for bench.json, bench.png and bench.md")
 @click.option("--markdown", is_flag=True, help="print the table as the README's markdown")
-def all_cmd(scale: float, only: list[str], skip: list[str], out: Path, markdown: bool) -> None:
+@click.option("--broker", type=click.Choice(["tansu", "kafka"]), default=None, help=_BROKER_HELP)
+@click.option("--nodes", default=1, show_default=True, type=click.IntRange(1, 5), help="broker nodes (kafka only)")
+def all_cmd(scale: float, only: list[str], skip: list[str], out: Path, markdown: bool, broker: str | None,
+            nodes: int) -> None:
     """Every benchmark on one stack: one table, OUT/bench.json, OUT/bench.png; exit 1 if one failed."""
     from rocketkafka.tools.bench.run_all import RunResult, broker_info, run_benches, select
     from rocketkafka.tools.bench.report import machine_info, report_dict, write_json
@@ -200,9 +220,9 @@ def all_cmd(scale: float, only: list[str], skip: list[str], out: Path, markdown:
     names = select(only, skip)
     if not names:
         raise click.UsageError("--only/--skip leave no benchmark to run")
-    embedded = not cluster_given()
+    embedded = not cluster_given() or _chosen_broker()[0] is not None
     with bench_settings() as settings:
-        machine = machine_info(broker_info(settings, embedded))
+        machine = machine_info(broker_info(settings, embedded, _chosen_broker()[0] or "tansu"))
 
         def save(result: RunResult) -> None:  # after every benchmark: a late crash keeps the earlier figures
             write_json(out / "bench.json", report_dict(result.rows, machine, result.runs, scale))

@@ -150,7 +150,9 @@ def machine_summary(machine: dict[str, Any]) -> str:
 
 def chart_title(machine: dict[str, Any]) -> str:
     """A short heading for the chart: the date, cores, RAM, Python and the broker's kind."""
-    broker = machine.get("broker", {}).get("kind", "?")
+    info = machine.get("broker", {})
+    broker = " ".join(filter(None, [info.get("kind", "?"), {"kafka": "Apache Kafka", "tansu": "Tansu"}.get(
+        info.get("broker", ""), "")]))
     return (f"rocketkafka bench all, {str(machine.get('date', ''))[:10]}: {machine.get('cores')} cores, "
             f"{machine.get('ram_gib')} GiB, Python {machine.get('python')}, {broker} broker")
 

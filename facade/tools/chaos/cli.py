@@ -18,9 +18,14 @@ from rocketkafka.tools.chaos.plan import ChaosPlan, Fault
               help="comma-separated faults, injected round robin")
 @click.option("--seed", default=1, show_default=True, help="victim choice and traffic keys")
 @click.option("--rate-scale", default=1.0, show_default=True, help="multiply every traffic rate")
+@click.option("--broker", type=click.Choice(["tansu", "kafka"]), default=None,
+              help="run on a private embedded stack of this broker (kafka: Apache Kafka, which adds the kill-broker "
+                   "fault) even when ROCKETKAFKA_BOOTSTRAP_SERVERS names a cluster [the given cluster, else tansu]")
+@click.option("--nodes", default=1, show_default=True, type=click.IntRange(1, 5), help="broker nodes (kafka only)")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="output directory [chaos-results/<time>-<run id>]")
-def chaos(duration: float, fault_interval: float, faults: str, seed: int, rate_scale: float, out: Path | None) -> None:
+def chaos(duration: float, fault_interval: float, faults: str, seed: int, rate_scale: float, broker: str | None,
+          nodes: int, out: Path | None) -> None:
     """Run orderly, key-ordered, delayed and transactional traffic while killing, stopping and restarting
     consumers, forwarders, the checker and Redis nodes, pausing the broker and a Redis majority, slowing a
     handler past its lock lease, jumping a consumer's clock and adding partitions (where the broker can);
@@ -37,12 +42,14 @@ def chaos(duration: float, fault_interval: float, faults: str, seed: int, rate_s
     plan = ChaosPlan(duration=duration, fault_interval=fault_interval, faults=chosen, seed=seed)
     plan.rates = {kind: rate * rate_scale for kind, rate in plan.rates.items()}
     out = out or Path("chaos-results") / f"{time.strftime('%Y%m%d-%H%M%S')}-{plan.run_id}"
-    with given_or_embedded(say=click.echo) as (settings, stack):
+    with given_or_embedded(say=click.echo, broker=broker, broker_nodes=nodes) as (settings, stack):
         # a given cluster's Redis nodes and broker cannot be stopped from here (the nemesis says so)
         redis = RedisControl(len(stack.redis_urls), stack.stop_redis, stack.start_redis, stack.pause_redis,
                              stack.resume_redis) if stack else None
-        broker = BrokerControl(stack.pause_broker, stack.resume_broker) if stack else None
-        verdict = run_chaos(settings, plan, out, redis, say=click.echo, broker=broker)
+        durable = stack is not None and stack.broker_kind == "kafka"  # a killed Tansu loses its memory log
+        control = BrokerControl(stack.pause_broker, stack.resume_broker, stack.kill_broker if durable else None,
+                                stack.start_broker if durable else None, stack.broker_nodes) if stack else None
+        verdict = run_chaos(settings, plan, out, redis, say=click.echo, broker=control)
     click.echo("")
     click.echo(render(verdict))
     click.echo(f"\nverdict: {out / 'verdict.json'}")

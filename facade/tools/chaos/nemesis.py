@@ -49,10 +49,13 @@ class RedisControl:
 
 @dataclass
 class BrokerControl:
-    """SIGSTOP and SIGCONT the broker."""
+    """SIGSTOP and SIGCONT the broker; SIGKILL and restart one node where its log survives (Apache Kafka)."""
 
     pause: Callable[[], None]
     resume: Callable[[], None]
+    kill: Callable[[int], None] | None = None
+    start: Callable[[int], None] | None = None
+    nodes: int = 1
 
 
 #: Where a fault's victim is, and which traffic kinds it can delay.
@@ -95,6 +98,9 @@ class Nemesis:
             Fault.PAUSE_REDIS_QUORUM: None if self.redis and self.redis.pause and self.redis.resume and
             self.redis.nodes >= 2 else "needs 2 or more Redis nodes this run can SIGSTOP",
             Fault.PAUSE_BROKER: None if self.broker else "a given cluster's broker cannot be paused from here",
+            Fault.KILL_BROKER: None if self.broker and self.broker.kill and self.broker.start else
+            "needs an embedded Apache Kafka (--broker kafka): a given cluster cannot be killed from here, and "
+            "Tansu keeps its log in memory (a killed Tansu loses every message)",
             Fault.CLOCK_JUMP: None if self.clock_files else "the consumers were started without clock files",
             Fault.ADD_PARTITIONS: None if self.add_partitions else "no way to add partitions given",
         }
@@ -157,6 +163,9 @@ class Nemesis:
             return None, "redis-" + "+".join(map(str, self._down)), ALL_KINDS
         if fault is Fault.PAUSE_BROKER:
             return None, "broker", ALL_KINDS
+        if fault is Fault.KILL_BROKER:
+            self._down = [self._rng.randrange(self.broker.nodes)]
+            return None, f"broker-{self._down[0]}", ALL_KINDS
         return None, self.plan.topic(Kind.DELAYED), [Kind.DELAYED.value]  # ADD_PARTITIONS
 
     def _do(self, fault: Fault, victim: Managed | None, event: FaultEvent) -> None:
@@ -181,6 +190,10 @@ class Nemesis:
                 time.sleep(p.broker_pause_s)
             finally:
                 self.broker.resume()
+        elif fault is Fault.KILL_BROKER:
+            self.broker.kill(self._down[0])
+            time.sleep(p.broker_down_s)
+            self.broker.start(self._down[0])
         elif fault is Fault.SLOW_HANDLER:
             victim.signal(signal.SIGUSR1)  # its next handler call takes slow_handler_ms
             time.sleep(p.slow_handler_ms / 1000)

@@ -28,6 +28,7 @@ class Fault(str, enum.Enum):
     PAUSE_CHECKER = "pause-checker"  # SIGSTOP the transaction checker past its lock expiry, then SIGCONT
     REDIS_DOWN = "redis-down"  # stop one of the Redis nodes, start it again later
     PAUSE_BROKER = "pause-broker"  # SIGSTOP the broker (~10 s), then SIGCONT: every client waits on it
+    KILL_BROKER = "kill-broker"  # SIGKILL a broker node (log kept on disk), start it again: Apache Kafka only
     PAUSE_REDIS_QUORUM = "pause-redis-quorum"  # SIGSTOP a majority (2 of 3) of the Redis nodes: the quorum is lost
     SLOW_HANDLER = "slow-handler"  # one handler call of a consumer takes longer than the lock lease
     CLOCK_JUMP = "clock-jump"  # a consumer's wall clock jumps (an hour ahead or behind), then back
@@ -57,6 +58,7 @@ class ChaosPlan(BaseModel):
     restart_after_s: float = Field(0.5, ge=0, description="how long a killed process stays dead")
     redis_down_s: float = Field(3.5, gt=0, description="how long one stopped Redis node stays down")
     broker_pause_s: float = Field(10.0, gt=0, description="how long the broker stays SIGSTOPped")
+    broker_down_s: float = Field(3.0, ge=0, description="how long a killed broker node stays dead")
     redis_quorum_pause_s: float = Field(5.0, gt=0, description="how long a majority of Redis nodes stays "
                                                                "SIGSTOPped (past the lock expiry)")
     slow_handler_ms: float = Field(4000.0, gt=0, description="one slow handler call (longer than the lock lease, "

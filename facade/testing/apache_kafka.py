@@ -1,0 +1,245 @@
+"""Apache Kafka as a plain JVM process: its jars from Maven Central, a KRaft node's config, readiness.
+
+The embedded stack (:mod:`rocketkafka.testing.devstack`) runs Tansu by default; with
+``broker="kafka"`` it runs the broker our users deploy. No Docker and no download other than
+Maven Central: the jars of ``org.apache.kafka:kafka_2.13`` (and a log4j binding its POM lacks)
+are copied once by ``mvn dependency:copy-dependencies`` from the committed
+``kafka-broker.pom.xml`` into a per-user cache, and each node runs as
+``java -cp 'libs/*' kafka.Kafka server.properties`` after ``kafka.tools.StorageTool format``.
+
+Nodes are combined broker + controller (KRaft) with static ``controller.quorum.voters``.
+Settings: ``ROCKETKAFKA_KAFKA_VERSION`` (default :data:`KAFKA_VERSION`),
+``ROCKETKAFKA_KAFKA_LIBS`` (a folder of jars to use instead, e.g. a Kafka distribution's
+``libs/``), ``ROCKETKAFKA_KAFKA_HEAP`` (default ``512m`` a node).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib.resources
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rocketkafka.errors import StackError
+
+#: The Apache Kafka release the embedded broker runs (and docker/compose.yaml's image tag follows).
+KAFKA_VERSION = "4.1.1"
+
+_POM = "kafka-broker.pom.xml"
+_LOG4J2 = """\
+rootLogger.level = WARN
+rootLogger.appenderRef.out.ref = OUT
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+"""
+
+
+def kafka_version() -> str:
+    """The Kafka release to run (``ROCKETKAFKA_KAFKA_VERSION``, else :data:`KAFKA_VERSION`)."""
+    return os.environ.get("ROCKETKAFKA_KAFKA_VERSION") or KAFKA_VERSION
+
+
+def cache_dir() -> Path:
+    """Where fetched jars live: ``$XDG_CACHE_HOME/rocketkafka`` (``~/.cache/rocketkafka``)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocketkafka"
+
+
+def java_binary() -> Path:
+    """The ``java`` that runs the broker (``JAVA_HOME``'s, else the one on ``PATH``); 17 or newer."""
+    home = os.environ.get("JAVA_HOME")
+    found = str(Path(home) / "bin" / "java") if home and (Path(home) / "bin" / "java").exists() else shutil.which("java")
+    if not found:
+        raise StackError("Apache Kafka needs Java 17 or newer: no `java` on PATH or in JAVA_HOME "
+                         "(install a JDK, e.g. `apt-get install openjdk-17-jre-headless`)")
+    return Path(found).resolve()
+
+
+def kafka_libs(say: Callable[[str], Any] | None = None) -> Path:
+    """The folder of the broker's jars, fetched from Maven Central on first use (once per user and version).
+
+    Concurrent callers (pytest-xdist workers) wait on a file lock; the folder is filled under a
+    temporary name and renamed, so a fetch that dies half-way leaves nothing that looks complete.
+
+    Raises:
+        StackError: no ``mvn`` to fetch with, or Maven could not resolve the jars (its last lines quoted).
+    """
+    given = os.environ.get("ROCKETKAFKA_KAFKA_LIBS")
+    if given:
+        if not any(Path(given).glob("kafka_2.13-*.jar")):
+            raise StackError(f"ROCKETKAFKA_KAFKA_LIBS={given} holds no kafka_2.13-*.jar")
+        return Path(given)
+    version = kafka_version()
+    target = cache_dir() / f"kafka-{version}" / "libs"
+    if (target / ".complete").exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _file_lock(target.parent / ".fetch.lock"):
+        if (target / ".complete").exists():  # another process fetched it while we waited
+            return target
+        _fetch(version, target, say or (lambda line: print(line, file=sys.stderr, flush=True)))
+    return target
+
+
+def _fetch(version: str, target: Path, say: Callable[[str], Any]) -> None:
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise StackError(f"fetching Apache Kafka {version}'s jars needs Maven: no `mvn` on PATH (`apt-get install "
+                         f"maven`), or set ROCKETKAFKA_KAFKA_LIBS to a folder holding Kafka's libs/")
+    partial = target.with_name(f"libs.partial-{uuid.uuid4().hex[:6]}")
+    pom = importlib.resources.files("rocketkafka.testing") / _POM
+    say(f"fetching Apache Kafka {version} from Maven Central into {target.parent} (once)...")
+    started = time.monotonic()
+    with importlib.resources.as_file(pom) as pom_path:
+        proc = subprocess.Popen([mvn, "-B", "-f", str(pom_path), f"-Dkafka.version={version}",
+                                 "dependency:copy-dependencies", "-DincludeScope=runtime",
+                                 f"-DoutputDirectory={partial}"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
+        assert proc.stdout is not None
+        tail: list[str] = []
+        fetched = 0
+        for line in proc.stdout:
+            tail = (tail + [line.rstrip()])[-15:]
+            if line.startswith("Downloaded from") and line.rstrip().endswith(".jar"):
+                fetched += 1
+                if fetched % 10 == 0:
+                    say(f"  {fetched} jars fetched...")
+        if proc.wait() != 0:
+            shutil.rmtree(partial, ignore_errors=True)
+            errors = [t for t in tail if "ERROR" in t] or tail
+            raise StackError(f"Maven could not fetch org.apache.kafka:kafka_2.13:{version}: {errors[0] if errors else ''}")
+    (partial / ".complete").write_text(version)
+    shutil.rmtree(target, ignore_errors=True)
+    partial.rename(target)
+    say(f"  {len(list(target.glob('*.jar')))} jars in {time.monotonic() - started:.0f} s")
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@dataclass(frozen=True)
+class KafkaNodeSpec:
+    """One combined broker + controller of a KRaft cluster on loopback."""
+
+    node_id: int
+    port: int
+    controller_port: int
+    folder: Path
+
+    @property
+    def properties_file(self) -> Path:
+        return self.folder / "server.properties"
+
+
+def cluster_properties(node: KafkaNodeSpec, voters: list[KafkaNodeSpec]) -> str:
+    """``server.properties`` of ``node`` in a cluster of ``voters``.
+
+    One node: every internal topic has replication factor 1 and min ISR 1 (else
+    ``init_transactions`` waits for replicas that do not exist). Three or more: replication
+    factor 3 and ``min.insync.replicas=2``, as a production cluster would have.
+    """
+    size = len(voters)
+    replicas = min(3, size)
+    min_isr = 1 if size < 3 else 2
+    quorum = ",".join(f"{v.node_id}@127.0.0.1:{v.controller_port}" for v in voters)
+    settings = {
+        "process.roles": "broker,controller",
+        "node.id": node.node_id,
+        "controller.quorum.voters": quorum,
+        "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "log.dirs": node.folder / "data",
+        "num.partitions": 1,
+        "default.replication.factor": replicas,
+        "min.insync.replicas": min_isr,
+        "offsets.topic.replication.factor": replicas,
+        "transaction.state.log.replication.factor": replicas,
+        "transaction.state.log.min.isr": min_isr,
+        "share.coordinator.state.topic.replication.factor": replicas,
+        "share.coordinator.state.topic.min.isr": min_isr,
+        # tests and the demo use groups briefly: no 3 s wait for more members
+        "group.initial.rebalance.delay.ms": 0,
+        # a killed node comes back within seconds in the fault tests; the controller fences it sooner
+        "broker.session.timeout.ms": 6000,
+        "broker.heartbeat.interval.ms": 1000,
+    }
+    return "".join(f"{key}={value}\n" for key, value in settings.items())
+
+
+def node_command(node: KafkaNodeSpec, libs: Path) -> list[str]:
+    """The command line that runs ``node`` (small heap: a test cluster on a 2-core machine)."""
+    heap = os.environ.get("ROCKETKAFKA_KAFKA_HEAP", "512m")
+    return [str(java_binary()), f"-Xmx{heap}", "-Xms128m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+            "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={node.folder / 'log4j2.properties'}",
+            "-cp", f"{libs}/*", "kafka.Kafka", str(node.properties_file)]
+
+
+def prepare_node(node: KafkaNodeSpec, voters: list[KafkaNodeSpec], cluster_id: str, libs: Path) -> None:
+    """Write ``node``'s config and format its storage (once: a restarted node keeps its log)."""
+    node.folder.mkdir(parents=True, exist_ok=True)
+    node.properties_file.write_text(cluster_properties(node, voters))
+    (node.folder / "log4j2.properties").write_text(_LOG4J2)
+    if (node.folder / "data" / "meta.properties").exists():
+        return
+    done = subprocess.run([str(java_binary()), "-Xmx256m", "-cp", f"{libs}/*", "kafka.tools.StorageTool", "format",
+                           "-t", cluster_id, "-c", str(node.properties_file)],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        raise StackError(f"formatting Kafka node {node.node_id}'s storage failed: "
+                         f"{(done.stderr or done.stdout).strip().splitlines()[-1:]}")
+
+
+def new_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, base64url without padding (what ``kafka-storage random-uuid`` prints)."""
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def wait_ready(bootstrap_servers: str, brokers: int, timeout: float, alive: Callable[[], str | None]) -> None:
+    """Wait until the cluster's metadata lists ``brokers`` brokers (an open port is not enough).
+
+    ``alive`` returns why a node died, or ``None``; a dead node ends the wait at once.
+    """
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "socket.connection.setup.timeout.ms": 1000,
+                         "reconnect.backoff.max.ms": 200, "log_level": 0})
+    deadline = time.monotonic() + timeout
+    seen = 0
+    try:
+        while time.monotonic() < deadline:
+            dead = alive()
+            if dead:
+                raise StackError(dead)
+            try:
+                seen = len(admin.list_topics(timeout=1).brokers)
+            except Exception:  # not up yet
+                seen = 0
+            if seen >= brokers:
+                return
+            time.sleep(0.1)
+    finally:
+        del admin
+    raise StackError(f"Apache Kafka at {bootstrap_servers} listed {seen} of {brokers} brokers after {timeout:.0f} s")

@@ -1,0 +1,149 @@
+"""Probes of optional broker features: each tries the feature once on a throw-away topic.
+
+Tansu and Apache Kafka differ exactly here (DESIGN §4): Tansu answers ListOffsets "latest"
+with the last batch's first offset + 1, ``offsets_for_times`` by batch write time, refuses
+DeleteRecords and CreatePartitions, and does not hide aborted records from read_committed
+readers. A test that relies on one of these declares it (``rk_needs("offsets-by-time")``)
+and a backend probes it once; the answer is ``None`` (the broker has it) or why not.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from rocketkafka.config import Settings
+from rocketkafka.testing.capabilities import Capability, probe_add_partitions
+
+log = logging.getLogger(__name__)
+
+
+@contextmanager
+def _probe_topic(settings: Settings, what: str) -> Iterator[str]:
+    admin = AdminClient(settings.kafka_config())
+    topic = f"rk-probe-{what}-{uuid.uuid4().hex[:8]}"
+    admin.create_topics([NewTopic(topic, 1, -1)])[topic].result(10)
+    try:
+        yield topic
+    finally:
+        try:
+            admin.delete_topics([topic])[topic].result(10)
+        except Exception:  # a probe topic left behind is harmless
+            log.debug("could not delete probe topic %s", topic, exc_info=True)
+        del admin  # let the client go here, not in a later garbage collection (TopicAdmin.close says why)
+
+
+def _produce(settings: Settings, topic: str, batches: list[list[int]], extra: dict | None = None) -> None:
+    """Each inner list is one batch of records with those timestamps (ms)."""
+    producer = Producer({**settings.kafka_config(), "linger.ms": 50, **(extra or {})})
+    for batch in batches:
+        for ts in batch:
+            producer.produce(topic, b"probe", timestamp=ts)
+        if producer.flush(10):
+            raise KafkaException("probe records were not delivered in 10 s")
+    del producer
+
+
+def _consumer(settings: Settings, **extra: object) -> Consumer:
+    return Consumer({**settings.kafka_config(), "group.id": f"rk-probe-{uuid.uuid4().hex[:8]}",
+                     "enable.auto.commit": False, "auto.offset.reset": "earliest", **extra})
+
+
+def probe_exact_latest_offset(settings: Settings) -> str | None:
+    """One batch of 5 records: a correct broker's ListOffsets "latest" is 5."""
+    with _probe_topic(settings, "latest") as topic:
+        now = int(time.time() * 1000)
+        _produce(settings, topic, [[now] * 5])
+        consumer = _consumer(settings)
+        try:
+            _low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)
+        finally:
+            consumer.close()
+    return None if high == 5 else f"ListOffsets latest answered {high} after one batch of 5 records (log end 5)"
+
+
+def probe_offsets_by_time(settings: Settings) -> str | None:
+    """Two records stamped an hour and half an hour ago: the time between them must name the second."""
+    with _probe_topic(settings, "bytime") as topic:
+        hour_ago = int(time.time() * 1000) - 3_600_000
+        _produce(settings, topic, [[hour_ago], [hour_ago + 1_800_000]])
+        consumer = _consumer(settings)
+        try:
+            found = consumer.offsets_for_times([TopicPartition(topic, 0, hour_ago + 1)], timeout=10)[0].offset
+        finally:
+            consumer.close()
+    return None if found == 1 else f"offsets_for_times answered offset {found} where the record timestamps say 1"
+
+
+def probe_delete_records(settings: Settings) -> str | None:
+    """Delete the first of two records: the log start must move to 1."""
+    with _probe_topic(settings, "delete") as topic:
+        now = int(time.time() * 1000)
+        _produce(settings, topic, [[now, now]])
+        admin = AdminClient(settings.kafka_config())
+        try:
+            futures = admin.delete_records([TopicPartition(topic, 0, 1)], request_timeout=10)
+            next(iter(futures.values())).result(10)
+        except KafkaException as exc:
+            return str(exc.args[0].str() if exc.args else exc)
+        finally:
+            del admin
+    return None
+
+
+def probe_hide_aborted(settings: Settings) -> str | None:
+    """An aborted record then a committed one: a read_committed reader must see only the second."""
+    with _probe_topic(settings, "aborts") as topic:
+        producer = Producer({**settings.kafka_config(), "transactional.id": f"rk-probe-{uuid.uuid4().hex[:8]}"})
+        try:
+            producer.init_transactions(20)
+            for value, commit in ((b"aborted", False), (b"committed", True)):
+                producer.begin_transaction()
+                producer.produce(topic, value)
+                producer.flush(10)
+                (producer.commit_transaction if commit else producer.abort_transaction)(20)
+        except KafkaException as exc:
+            return f"transactions failed: {exc}"
+        finally:
+            del producer
+        consumer = _consumer(settings, **{"isolation.level": "read_committed", "enable.partition.eof": True})
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        seen: list[bytes] = []
+        deadline = time.monotonic() + 15
+        try:
+            while time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is None:
+                    continue
+                if msg.error():
+                    if seen:  # partition EOF after what there is to read
+                        break
+                    continue
+                seen.append(msg.value() or b"")
+        finally:
+            consumer.close()
+    return None if seen == [b"committed"] else f"a read_committed reader saw {seen}, not only the committed record"
+
+
+#: The probe of each broker feature.
+PROBES: dict[Capability, Callable[[Settings], str | None]] = {
+    Capability.ADD_PARTITIONS: probe_add_partitions,
+    Capability.DELETE_RECORDS: probe_delete_records,
+    Capability.OFFSETS_BY_TIME: probe_offsets_by_time,
+    Capability.EXACT_LATEST_OFFSET: probe_exact_latest_offset,
+    Capability.HIDE_ABORTED: probe_hide_aborted,
+}
+
+
+def probe(settings: Settings, capability: Capability) -> str | None:
+    """``None`` when the broker of ``settings`` has ``capability``, else why not (a probe that fails says how)."""
+    try:
+        return PROBES[capability](settings)
+    except Exception as exc:  # a probe that cannot run is a missing feature, with its reason
+        return f"the probe failed: {exc}"
