@@ -152,12 +152,15 @@ def dev_status_cmd() -> None:
 @main.command()
 @click.option("--messages", default=200, show_default=True, type=click.IntRange(10, 100_000),
               help="messages per demo step")
-def demo(messages: int) -> None:
+@click.option("--broker", type=click.Choice(["tansu", "kafka"]), default="tansu", show_default=True,
+              help="the embedded broker: tansu (Python alone) or kafka (Apache Kafka; needs Java 17+, and Maven to "
+                   "fetch its jars once)")
+def demo(messages: int, broker: str) -> None:
     """Start a private embedded stack and show, each claim checked: tags, clustering, rebalance, broadcasting,
     an orderly group surviving a SIGKILL, delayed messages, transactions with check-back (exit 1 if a check fails)."""
     from rocketkafka.tools.demo import run_demo
 
-    sys.exit(run_demo(messages))
+    sys.exit(run_demo(messages, broker))
 
 
 @main.group()

@@ -1,10 +1,10 @@
 """The scripted demo behind ``rocketkafka demo``: what rocketkafka is for, shown on a private embedded stack.
 
-It starts a broker and three Redis nodes, then the two sidecars (a delay forwarder and a
-transaction checker, as a deployment runs them), and walks through: tags and a tag filter;
-clustering members splitting partitions, then a join and a leave under traffic; broadcasting;
-an orderly group whose member is SIGKILLed mid-stream; delayed messages; transactions resolved
-by commit, rollback and check-back. Every step checks what it claims before printing it
+It starts a broker (Tansu, or Apache Kafka with ``--broker kafka``) and three Redis nodes, then
+the two sidecars (a delay forwarder and a transaction checker, as a deployment runs them), and
+walks through: tags and a tag filter; clustering members splitting partitions, then a join and
+a leave under traffic; broadcasting; an orderly group whose member is SIGKILLed mid-stream;
+delayed messages; transactions resolved by commit, rollback and check-back. Every step checks what it claims before printing it
 (:mod:`rocketkafka.tools.demo_report`), and the exit code is 1 when any check failed.
 """
 
@@ -28,17 +28,20 @@ from rocketkafka.txn import CheckerOptions, TransactionChecker
 CHECKER = {"transaction_timeout_ms": 1000, "check_interval_ms": 300, "half_partitions": 4}
 SPLIT_PARTITIONS = 8
 STEPS = 10
+#: The embedded brokers the demo can run on (``DevStack(broker=...)``), as the first step names them.
+BROKERS = {"tansu": "a Tansu broker", "kafka": "an Apache Kafka broker (KRaft)"}
 
 
-def run_demo(messages: int = 200) -> int:
-    """Run every step on a fresh embedded stack; the exit code (0: every check passed)."""
+def run_demo(messages: int = 200, broker: str = "tansu") -> int:
+    """Run every step on a fresh embedded stack with ``broker``; the exit code (0: every check passed)."""
     logging.getLogger("rocketkafka.rdkafka").setLevel(logging.CRITICAL)  # clients outliving the stack just complain
     report = DemoReport(STEPS)
     with ExitStack() as running:
         stack: DevStack | None = None
-        with report.step("starting the embedded stack: a Tansu broker and 3 Redis nodes (the lock table's quorum)"):
-            stack = running.enter_context(DevStack(redis_nodes=3))
-            report.note(f"broker {stack.bootstrap_servers}, redis {', '.join(stack.redis_urls)}")
+        with report.step(f"starting the embedded stack: {BROKERS[broker]} and 3 Redis nodes (the lock table's quorum)"):
+            stack = running.enter_context(DevStack(redis_nodes=3, broker=broker))
+            report.note(f"broker {stack.broker_version} at {stack.bootstrap_servers}, "
+                        f"redis {', '.join(stack.redis_urls)}")
         if stack is None:
             return report.finish()
         settings = Settings(bootstrap_servers=stack.bootstrap_servers, redis_urls=stack.redis_urls,
