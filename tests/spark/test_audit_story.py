@@ -1,7 +1,8 @@
 """The audits on a topic the real stack filled: delayed messages through the delay forwarder, retries through a
 push consumer, transactional messages through the transaction producer. Every figure the audits print is checked
 against a count done without Spark (confluent-kafka reads of the same topics); the CLI's output is what the
-README's Spark section shows (run with ``-s`` to see it, or read ``$ROCKETKAFKA_STORY_OUT`` when set)."""
+README's Spark section shows (run with ``-s`` to see it, or read ``$ROCKETKAFKA_STORY_OUT`` when set). It runs on
+both reader engines (Spark's JVM Kafka source and the Python one): the figures must be the same."""
 
 from __future__ import annotations
 
@@ -70,7 +71,7 @@ def count_without_spark(records: list) -> dict[str, int]:
     return dict(figures)
 
 
-def test_audits_match_a_count_without_spark(spark, rk_settings, tmp_path):
+def test_audits_match_a_count_without_spark(spark, engine, rk_settings, tmp_path):
     settings = rk_settings.model_copy(update={"delay": DelayConfig(levels=LEVELS, partitions=2)})
     bs = settings.bootstrap_servers
     tag = uuid.uuid4().hex[:4]

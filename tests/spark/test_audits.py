@@ -18,7 +18,7 @@ from rocketkafka.tools.charts import lateness_chart
 from rocketkafka.tools.spark_cli import spark_cli
 from tests.spark.conftest import Record
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("engine")]  # each test on both reader engines
 
 
 def _ordered(keys: int, per_key: int, partitions: int) -> list[Record]:

@@ -49,8 +49,9 @@ def _both(spark, options: dict, **more) -> list[tuple]:
 
 
 def _mixed(topic: str, partitions: int, n: int, start: int = 0) -> list[Record]:
-    """Keys, null keys, null values, headers (repeated names, none at all), fixed CreateTimes."""
-    base = 1_700_000_000_000
+    """Keys, null keys, null values, headers (repeated names, none at all), set CreateTimes (recent: Kafka's
+    retention would delete records stamped days ago)."""
+    base = int(time.time() * 1000) - 60_000
     records = []
     for i in range(start, start + n):
         headers = [] if i % 5 == 0 else [("rk.TAGS", b"t%d" % (i % 3)), ("seq", b"%d" % i), ("seq", b"again")]

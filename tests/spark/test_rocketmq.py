@@ -16,7 +16,7 @@ from rocketkafka.spark import dedup_by_msg_id, decode_avro, filter_tags, read_me
 from tests.conftest import crc64_avro
 from tests.spark.conftest import Record
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("engine")]  # each test on both reader engines
 
 BORN = 1_700_000_000_000
 TAGS = ["TagA", "TagB", "TagC"]

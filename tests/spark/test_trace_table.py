@@ -8,7 +8,7 @@ from rocketkafka import Message, Producer, PushConsumer
 from rocketkafka.spark import read_messages, trace_view
 from rocketkafka.testing.waiting import wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("engine")]  # each test on both reader engines
 
 FAST = dict(heartbeat_interval_ms=200, member_timeout_ms=2000, lock_lease_ms=3000, lock_renew_interval_ms=1000,
             lock_client_expiry_ms=2000, rebalance_interval_ms=2000, commit_interval_ms=200,
