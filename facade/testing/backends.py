@@ -115,8 +115,8 @@ class Backend(ABC):
         return 1
 
     def leader_of(self, topic: str, partition: int) -> int:
-        """Index of the broker node that leads ``topic``'s ``partition``."""
-        self.require(Capability.MULTI_BROKER)
+        """Index of the broker node that leads ``topic``'s ``partition`` (needs to know the nodes: kill-broker)."""
+        self.require(Capability.KILL_BROKER)
         return 0
 
 

@@ -10,7 +10,7 @@ DESIGN §4 for the podman recipe). The images are settings:
 - ``ROCKETKAFKA_TC_REDIS_IMAGE``: Redis; the official ``redis`` image or ours.
 
 Defaults: the locally built ``rocketkafka/tansu:dev`` and ``rocketkafka/redis:dev``
-(``docker/build-images.sh``) when the engine has them, else ``apache/kafka:latest``
+(``docker/build-images.sh``) when the engine has them, else ``apache/kafka:<KAFKA_VERSION>``
 and ``redis:7``.
 
 The broker listens on a host port chosen here, maps it to the same port inside the
@@ -45,6 +45,7 @@ from testcontainers.core.container import DockerContainer
 from testcontainers.core.docker_client import DockerClient as TcDockerClient
 from testcontainers.core.docker_client import get_docker_host
 
+from rocketkafka.testing.apache_kafka import KAFKA_VERSION
 from rocketkafka.testing.capabilities import Capability
 from rocketkafka.testing.devstack import free_port
 from rocketkafka.errors import StackError
@@ -56,7 +57,7 @@ KAFKA_IMAGE_ENV = "ROCKETKAFKA_TC_KAFKA_IMAGE"
 REDIS_IMAGE_ENV = "ROCKETKAFKA_TC_REDIS_IMAGE"
 DEV_KAFKA_IMAGE = "rocketkafka/tansu:dev"
 DEV_REDIS_IMAGE = "rocketkafka/redis:dev"
-PUBLIC_KAFKA_IMAGE = "apache/kafka:latest"
+PUBLIC_KAFKA_IMAGE = f"apache/kafka:{KAFKA_VERSION}"  # the release the kafka backend runs
 PUBLIC_REDIS_IMAGE = "redis:7"
 
 REDIS_PORT = 6379

@@ -160,7 +160,9 @@ class DevStack:
         nodes = list(self.brokers) + list(self.redis)
         for node in nodes:
             _signal(node.pid, signal.SIGCONT)  # a paused node (fault injection) would hold SIGTERM until continued
-            _signal(node.pid, signal.SIGTERM)
+            # a test's Kafka log is thrown away: no controlled shutdown (nodes of a cluster stopping together
+            # wait for each other's controller)
+            _signal(node.pid, signal.SIGKILL if self.attached and node.kind == "kafka" else signal.SIGTERM)
         deadline = time.monotonic() + 10
         for node in nodes:
             proc = self._procs.get(node.pid)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -19,9 +20,10 @@ from rocketkafka.testing.devstack import DevStack
 pytestmark = pytest.mark.integration
 
 
-def _cli(*args: str, home: Path) -> subprocess.CompletedProcess:
+def _cli(*args: str, home: Path, timeout: float = 60) -> subprocess.CompletedProcess:
     env = {**os.environ, "ROCKETKAFKA_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "rocketkafka.tools.cli", *args], env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-m", "rocketkafka.tools.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def _alive(pid: int) -> bool:
@@ -49,6 +51,27 @@ def test_dev_up_status_down_leaves_nothing_behind(tmp_path):
     assert not any(_alive(p) for p in pids)
     assert _cli("dev", "status", home=tmp_path).returncode == 1
     assert not (tmp_path / "dev-stack.json").exists()
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="Apache Kafka needs Java 17+ on PATH")
+def test_dev_up_with_a_three_node_apache_kafka_cluster_then_down(tmp_path):
+    """`dev up --broker kafka --nodes 3`: three KRaft nodes, metadata lists all three, status names the broker."""
+    up = _cli("dev", "up", "--broker", "kafka", "--nodes", "3", "--redis-nodes", "1", home=tmp_path, timeout=180)
+    assert up.returncode == 0, up.stderr
+    record = json.loads((tmp_path / "dev-stack.json").read_text())
+    pids = [n["pid"] for n in record["nodes"]]
+    try:
+        assert "ROCKETKAFKA_BOOTSTRAP_SERVERS=" in up.stdout and "Apache Kafka" in up.stdout
+        assert len(record["bootstrap_servers"].split(",")) == 3 and len(pids) == 4
+        status = _cli("dev", "status", home=tmp_path)
+        assert status.returncode == 0 and json.loads(status.stdout)["broker"].startswith("Apache Kafka 4.")
+        admin = AdminClient({"bootstrap.servers": record["bootstrap_servers"]})
+        assert len(admin.list_topics(timeout=10).brokers) == 3
+        del admin
+    finally:
+        down = _cli("dev", "down", home=tmp_path)
+    assert down.returncode == 0 and "stopped" in down.stdout
+    assert not any(_alive(p) for p in pids)
 
 
 def test_attached_stack_dies_with_its_parent(tmp_path):

@@ -21,7 +21,8 @@ from rocketkafka.testing.capabilities import Capability, MissingCapability
 
 TESTS = Path(__file__).resolve().parents[1]
 FAULT_METHODS = {"stop_redis": "stop-redis", "start_redis": "stop-redis", "pause_redis": "pause-redis",
-                 "resume_redis": "pause-redis", "pause_broker": "pause-broker", "resume_broker": "pause-broker"}
+                 "resume_redis": "pause-redis", "pause_broker": "pause-broker", "resume_broker": "pause-broker",
+                 "kill_broker": "kill-broker", "start_broker": "kill-broker"}
 
 
 def test_an_external_cluster_cannot_stop_its_nodes_and_says_so(monkeypatch) -> None:

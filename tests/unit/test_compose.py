@@ -251,6 +251,13 @@ def test_kafka_is_kraft_and_there_are_three_redis_nodes(services: dict[str, dict
     assert sidecar_env["ROCKETKAFKA_BOOTSTRAP_SERVERS"].split(":")[0] == "kafka"
 
 
+def test_compose_runs_the_kafka_release_the_tests_run(services: dict[str, dict[str, Any]]) -> None:
+    """docker/compose.yaml and the embedded/testcontainers Apache Kafka stay on one release."""
+    from rocketkafka.testing.apache_kafka import KAFKA_VERSION
+
+    assert services["kafka"]["image"] == f"apache/kafka:{KAFKA_VERSION}"
+
+
 def test_settings_variables_are_real(services: dict[str, dict[str, Any]]) -> None:
     known = known_env_names()
     used = {key for svc in services.values() for key in svc.get("environment", {}) if key.startswith("ROCKETKAFKA_")}
