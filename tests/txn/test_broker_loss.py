@@ -54,7 +54,7 @@ def test_killing_the_leader_of_a_half_partition_loses_no_transaction(rk_settings
 
             def local(msg, arg, fate=fate, answer=answer):
                 with lock:
-                    store.state[msg.transaction_id] = answer if fate is UNKNOWN else fate
+                    store.state[msg.id] = answer if fate is UNKNOWN else fate  # the transaction id is the message id
                 return fate
 
             result = producer.send_message_in_transaction(Message(topic, f"t{i}".encode()), local)
@@ -121,7 +121,7 @@ def test_transactions_left_unknown_are_resolved_by_check_back_after_a_broker_res
         answer = COMMIT if i % 2 else ROLLBACK
 
         def local(msg, arg, answer=answer):
-            store.state[msg.transaction_id] = answer  # decided, but the end-transaction is "lost": UNKNOWN
+            store.state[msg.id] = answer  # decided (the transaction id is the message id), the end "lost": UNKNOWN
             return UNKNOWN
 
         result = producer.send_message_in_transaction(Message(topic, f"u{i}".encode()), local)
