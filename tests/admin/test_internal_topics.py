@@ -65,6 +65,22 @@ def test_an_internal_topic_with_too_few_replicas_is_warned_about_once_at_start(r
     assert f"internal topic {retry} has 1 replica(s)" in out
 
 
+def test_by_default_internal_topics_take_the_brokers_factor_and_nothing_is_warned(rk_settings, rk_topic, rk_group,
+                                                                                 caplog):
+    topic = rk_topic(partitions=2)
+    with caplog.at_level(logging.WARNING, logger="rocketkafka.replication"):
+        consumer = PushConsumer(rk_group, settings=rk_settings, **FAST)
+        consumer.subscribe(topic, lambda m: None)
+        consumer.start()
+        consumer.shutdown()
+    assert _replication_warnings(caplog) == []
+    names = [rk_settings.topics.retry(rk_group), rk_settings.topics.dead_letter(rk_group)]
+    with TopicAdmin(rk_settings) as topics:
+        default = topics.broker_default_replication()  # Tansu does not say; Kafka: 1 on one node, 3 on three
+        factors = {topics.replication(names)[n].replication_factor for n in names}
+    assert factors == {1 if default is None else default}, (factors, default)
+
+
 @pytest.mark.rk_needs("multi-broker")
 def test_every_internal_topic_is_created_with_the_clusters_three_replicas(rk_settings, rk_topic, rk_group, rk_backend):
     assert rk_backend.broker_count == 3
