@@ -17,8 +17,10 @@ from tests.delay.conftest import delay_records, due_of, lateness, percentile
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 #: Lateness allowed to a message due while the leadership moves: the cluster's broker.session.timeout.ms (6 s)
-#: for the controller to fence the dead broker, librdkafka's metadata refresh, the forwarder's next fetch.
-RECOVERY_BOUND_MS = 15_000
+#: for the controller to fence the dead broker (and drop it from the ISR acks=all writes wait for), librdkafka's
+#: metadata refresh and retry back-off, the forwarder's next fetch. Measured on the 2-core machine with three JVMs:
+#: max 8.6 s and 12.9 s in two runs (the later one under a load average of ~15).
+RECOVERY_BOUND_MS = 20_000
 #: Lateness allowed to a message due once that bound has passed (three JVMs and the test share 2 cores).
 SETTLED_BOUND_MS = 1_000
 LEVEL = 4  # 1 s in tests/delay's scaled levels
