@@ -201,15 +201,17 @@ def _broker(bootstrap_servers: str | None) -> Iterator[str]:
 @click.option("--partitions", default=8, show_default=True)
 @click.option("--runs", default=2, show_default=True, help="warm Spark runs after the cold one")
 @click.option("--master", default="local[2]", show_default=True)
-@click.option("--engine", type=click.Choice(["auto", "jvm", "python"]), default="python", show_default=True)
+@click.option("--engine", "engines", type=click.Choice(["auto", "jvm", "python"]), multiple=True,
+              default=("jvm", "python"), show_default=True, help="reader engine; repeat for several (one bench each)")
 @click.option("--bootstrap-servers", "-b", default=None,
               help="broker (default: $ROCKETKAFKA_BOOTSTRAP_SERVERS, else an embedded one for the run)")
-def bench_command(count: int, size: int, partitions: int, runs: int, master: str, engine: str,
+def bench_command(count: int, size: int, partitions: int, runs: int, master: str, engines: tuple[str, ...],
                   bootstrap_servers: str | None) -> None:
-    """Spark batch read rows/s beside raw confluent-kafka (target >= 0.5x), and audit times cold and warm."""
+    """Spark batch read rows/s beside raw confluent-kafka (target >= 0.5x), and audit times cold and warm, per engine."""
     from rocketkafka.tools.bench.spark import bench_spark, print_bench
 
     with _broker(bootstrap_servers) as servers:
-        figures = _run(lambda: bench_spark(servers, n=count, size=size, partitions=partitions, master=master,
-                                           runs=runs, engine=engine))
-    print_bench(figures)
+        for engine in engines:
+            figures = _run(lambda: bench_spark(servers, n=count, size=size, partitions=partitions, master=master,
+                                               runs=runs, engine=engine))
+            print_bench(figures)

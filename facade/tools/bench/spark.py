@@ -9,6 +9,9 @@ JVM and nothing else is measured). Spark's first query pays for JVM warm-up and
 Python worker start; it is reported apart ("cold") from the best later run, and the
 session's own start-up is timed beside it.
 
+The engine (Spark's JVM Kafka source or ours) is in the figures; ``rocketkafka bench spark``
+runs one bench per engine.
+
 Audits: ``rocketkafka spark audit-order`` on a topic of keyed, sequenced messages,
 cold (a fresh ``rocketkafka`` process: interpreter, JVM, session, workers, audit; what
 an operator waits for) and warm (the same audit again in the bench's one session).
@@ -150,7 +153,7 @@ def bench_spark(bootstrap_servers: str, n: int = 1_000_000, size: int = 100, par
     ``echo`` prints them as a table. ``audit_messages`` (default ``min(n, 100_000)``; 0: no
     audit figures) sizes the audit-order topic.
     """
-    from rocketkafka.spark.engine import read_messages
+    from rocketkafka.spark.engine import choose_engine, read_messages
     from rocketkafka.spark.kafka_io import log_ends
     from rocketkafka.spark.options import parse_options
     from rocketkafka.spark.session import spark_session
@@ -200,6 +203,7 @@ def bench_spark(bootstrap_servers: str, n: int = 1_000_000, size: int = 100, par
         "size": size,
         "partitions": partitions,
         "master": master if spark is None else _master(session),
+        "engine": choose_engine(session, engine),
         "session_start_s": session_start_s,
         "audit_messages": audit_n,
         "audit_cold_s": audit_cold_s,
@@ -260,8 +264,8 @@ def spark_rows(figures: dict[str, Any]) -> list[BenchRow]:
 
 def print_bench(figures: dict[str, Any]) -> None:
     """The benchmark figures as a table."""
-    print(f"\nspark batch read: {figures['messages']:,} x {figures['size']} B, {figures['partitions']} partitions, "
-          f"master {figures['master']}")
+    print(f"\nspark batch read ({figures.get('engine', '?')} engine): {figures['messages']:,} x {figures['size']} B, "
+          f"{figures['partitions']} partitions, master {figures['master']}")
     print(f"{'figure (vs raw = the best raw figure)':<44} {'rows/s':>12} {'vs raw':>8} {'target':>8}")
     raw = figures["raw_rows_per_s"]
     for label, key in (("raw consume(), one consumer, defaults", "raw_default_rows_per_s"),
