@@ -179,6 +179,9 @@ def cluster_properties(node: KafkaNodeSpec, voters: list[KafkaNodeSpec]) -> str:
         "share.coordinator.state.topic.min.isr": min_isr,
         # tests and the demo use groups briefly: no 3 s wait for more members
         "group.initial.rebalance.delay.ms": 0,
+        # a dev stack keeps what it is given: tests stamp records at fixed past times (Spark's timestamp
+        # options, audits), which the default 7-day retention deletes in the background mid-test
+        "log.retention.ms": -1,
         # a killed node comes back within seconds in the fault tests; the controller fences it sooner
         "broker.session.timeout.ms": 6000,
         "broker.heartbeat.interval.ms": 1000,

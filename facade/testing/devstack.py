@@ -138,7 +138,6 @@ class DevStack:
         self.broker_kind = broker
         self.broker_nodes = broker_nodes
         self.brokers: list[Node] = []
-        self._kafka_specs: list = []  # KafkaNodeSpec of each node, kept for restarts
         self.redis: list[Node] = []
         self._procs: dict[int, subprocess.Popen] = {}
         self._spawner: ThreadPoolExecutor | None = None
@@ -156,7 +155,7 @@ class DevStack:
         return self
 
     def stop(self) -> None:
-        """Stop every process (SIGTERM, then SIGKILL after 5 s)."""
+        """Stop every process (SIGTERM, then SIGKILL after 10 s; a test stack's Kafka nodes at once)."""
         nodes = list(self.brokers) + list(self.redis)
         for node in nodes:
             _signal(node.pid, signal.SIGCONT)  # a paused node (fault injection) would hold SIGTERM until continued
