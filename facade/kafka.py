@@ -53,9 +53,12 @@ class Producer(_KafkaProducer):
     >>> p.produce("orders", b"hi", key=b"order-1", tags="created"); p.flush()
     """
 
+    _ready = False  # a subclass that never called __init__: produce() gets confluent-kafka's RuntimeError
+    _known_topics: frozenset[str] = frozenset()  # replaced as topics are learnt (rarely: once per topic)
+
     def __init__(self, config: dict[str, Any] | None = None, /, **kwargs: Any) -> None:
-        if config is not None and not isinstance(config, dict):
-            raise TypeError(f"config must be a dict, as confluent-kafka's, got {type(config).__name__}")
+        if not isinstance(config, dict) and not (config is None and kwargs):
+            raise TypeError("expected configuration dict")  # confluent-kafka's words
         given = {**(config or {}), **kwargs}
         group = given.get("rocketkafka.producer.group")
         if group is not None:
@@ -70,7 +73,7 @@ class Producer(_KafkaProducer):
         self._client_config = client_config
         self._group = group
         self._sender: Sender | None = None  # made on the first call with extras
-        self._known_topics: set[str] = set()
+        self._ready = True
 
     if TYPE_CHECKING:  # the stub names the 5th positional ``callback``; librdkafka takes both names alike
         def produce(  # type: ignore[override]
@@ -104,11 +107,11 @@ class Producer(_KafkaProducer):
         """Check that ``topic`` exists: we never auto-create (the listing is asked without a topic name,
         which could create it on some brokers). While no broker answers, the record is queued without
         waiting (the check runs again on the next call), as confluent-kafka queues during an outage."""
-        if not isinstance(topic, str):
-            return  # confluent-kafka's own TypeError follows
+        if not isinstance(topic, str) or not self._ready:
+            return  # confluent-kafka's own TypeError or RuntimeError follows
         check_topic_name(topic)  # InvalidTopicNameError names the rule: such a topic can never exist
         if self.sender.existing(topic) >= 0:  # TopicNotFoundError when the broker does not list it
-            self._known_topics.add(topic)
+            self._known_topics = self._known_topics | {topic}
 
     def _produce_extras(self, topic: str, value: Any = None, key: Any = None, partition: int = -1,
                         on_delivery: Callable | None = None, timestamp: int = 0, headers: Any = None, *,

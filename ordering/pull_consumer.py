@@ -28,6 +28,7 @@ in the Redis membership. The README's "Differences" lists the rest.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -38,9 +39,10 @@ from confluent_kafka import Consumer as _KafkaConsumer
 from pydantic import ValidationError
 
 from rocketkafka.config import Settings
-from rocketkafka.errors import ConfigError
+from rocketkafka.errors import ConfigError, InvalidTopicNameError, RedisAuthError, TopicNotFoundError
 from rocketkafka.headers import tags_of
 from rocketkafka.names import check_group_name, check_topic_name
+from rocketkafka.ordering.background_join import BackgroundJoin
 from rocketkafka.ordering.engine import OwnershipEngine, commit_offsets
 from rocketkafka.ordering.options import ConsumerOptions
 from rocketkafka.ordering.step import TP, ClaimContext
@@ -51,6 +53,13 @@ from rocketkafka.validation import validation_summary
 WAIT_SLICE_S = 0.1
 #: How long a ``^regex`` subscription's topic list is reused before the broker is asked again (s).
 REGEX_REFRESH_S = 5.0
+#: How long ``subscribe`` waits for the first join attempt before it returns and the join goes on
+#: in the background (s): long enough for a reachable cluster, short enough not to stall on an outage.
+SUBSCRIBE_WAIT_S = 2.0
+#: Join failures ``subscribe`` raises when the first attempt meets them: no retry can mend them.
+HOPELESS = (TopicNotFoundError, InvalidTopicNameError, RedisAuthError, ConfigError)
+
+log = logging.getLogger(__name__)
 
 RebalanceCallback = Callable[[Any, list[TopicPartition]], Any]
 
@@ -73,6 +82,20 @@ def _position_of(message: Message) -> tuple[str, int, int]:
     if topic is None or partition is None or offset is None:
         raise TypeError("expected a consumed record (with topic, partition and offset), got an event without them")
     return topic, partition, offset
+
+
+def _check_message_or_offsets(message: Any, offsets: Any) -> None:
+    """``commit``'s and ``store_offsets``' argument errors, confluent-kafka's types and words, before
+    anything of ours reads them."""
+    if message is not None and offsets is not None:
+        raise ValueError("message and offsets are mutually exclusive")
+    if message is not None and not isinstance(message, Message):
+        raise TypeError("expected confluent_kafka.cimpl.Message")
+    if offsets is not None:
+        if not isinstance(offsets, list):
+            raise TypeError("requires list of TopicPartition")
+        if not all(isinstance(tp, TopicPartition) for tp in offsets):
+            raise TypeError("expected cimpl.TopicPartition")
 
 
 class _AppClaim:
@@ -187,16 +210,25 @@ class Consumer(_KafkaConsumer):
     >>> msg = c.poll(1.0)
     """
 
+    # what a subclass that never called __init__ sees: closed, so every call raises confluent-kafka's
+    # RuntimeError("Consumer closed") instead of an AttributeError
+    _closed = True
+    _engine: OwnershipEngine | None = None
+    _join: BackgroundJoin | None = None
+    _auto_commit = False
+    _ever_assigned = False  # assign mode had partitions at some point: close() commits their positions
+
     def __init__(self, config: dict[str, Any] | None = None, /, **kwargs: Any) -> None:
-        if config is not None and not isinstance(config, dict):
-            raise TypeError(f"config must be a dict, as confluent-kafka's, got {type(config).__name__}")
+        if not isinstance(config, dict) and not (config is None and kwargs):
+            raise TypeError("expected configuration dict")  # confluent-kafka's words
         options = {k: v for k, v in kwargs.items() if k in ConsumerOptions.model_fields}
         config = {**(config or {}), **{k: v for k, v in kwargs.items() if k not in options}}
         group = config.get("group.id")
         if not group or not isinstance(group, str):
             raise ConfigError("Failed to create consumer: group.id must be set (a non-empty string), as in confluent-kafka")
         self._group = check_group_name(group, "group.id")
-        self.settings, client_config = Settings.from_client_config(config)
+        # no broker named is fine, as with confluent-kafka: librdkafka says so in the log
+        self.settings, client_config = Settings.from_client_config(config, require_broker=False)
         try:
             self.options = ConsumerOptions(**options)
         except ValidationError as exc:
@@ -207,17 +239,19 @@ class Consumer(_KafkaConsumer):
         self._user_on_commit = client_config.pop("on_commit", None)
         if self._user_on_commit is not None and not callable(self._user_on_commit):
             raise TypeError("on_commit must be callable, as in confluent-kafka")
+        self._error_cb = client_config.get("error_cb")  # join failures are reported there too
+        if self.settings.bootstrap_servers:
+            client_config["bootstrap.servers"] = self.settings.bootstrap_servers
         # librdkafka never auto-commits under us: a subscription commits only while it holds the lock
         # (the engine), an assignment as librdkafka would (commit_due below)
-        super().__init__({**client_config, "bootstrap.servers": self.settings.bootstrap_servers,
-                          "enable.auto.commit": False, "on_commit": self._on_commit})
+        super().__init__({**client_config, "enable.auto.commit": False, "on_commit": self._on_commit})
+        self._closed = False
         self._filters: dict[str, TagFilter] = {}
         self._engine: OwnershipEngine | None = None
         self._stored: dict[TP, int] = {}  # store_offsets() with enable.auto.offset.store=false
         self._next_auto_commit = time.monotonic() + self._commit_every
         self._last_auto: dict[TP, int] = {}  # what auto commit committed last, per partition (assign mode)
         self._in_revoke = 0
-        self._closed = False
 
     # -- subscriptions -----------------------------------------------------------------------
     def subscribe(self, topics: list[str], on_assign: RebalanceCallback | None = None,
@@ -230,12 +264,20 @@ class Consumer(_KafkaConsumer):
         a partition leaves (commit there when committing manually), ``on_lost`` when its lock was
         lost (nothing may be committed any more); all inside ``poll()``/``consume()``.
 
+        As in confluent-kafka, an unreachable cluster does not fail the call: joining (Redis membership,
+        lock table, the topics' partitions) goes on in the background after ``SUBSCRIBE_WAIT_S``,
+        retried, each failure reported through ``error_cb`` (else the log) inside ``poll()``/``consume()``.
+        With no Redis nodes or no broker configured the subscription stays empty and says so in the
+        log, as librdkafka does for a missing ``bootstrap.servers``.
+
         Raises:
             TypeError: ``topics`` is not a list of names, or a callback is not callable.
             TopicNotFoundError: a literal topic does not exist (a KafkaException, UNKNOWN_TOPIC_OR_PART).
-            ConfigError: no Redis nodes are configured.
+            RedisAuthError: a Redis node refused the credentials.
             InvalidTopicNameError: a literal name breaks a Kafka topic name rule (the error names it).
+            RuntimeError: the consumer is closed.
         """
+        self._check_open()
         if isinstance(topics, str) or not isinstance(topics, (list, tuple)) or not all(isinstance(t, str) and t
                                                                                         for t in topics):
             raise TypeError("topics must be a list of topic names, as in confluent-kafka")
@@ -251,72 +293,115 @@ class Consumer(_KafkaConsumer):
                         from exc
             else:
                 check_topic_name(topic)
-        self._check_open()
-        if self._engine is not None:
+        tag_filter = TagFilter.parse(tags)
+        if self._engine is not None or self._join is not None:
             self.unsubscribe()  # as confluent-kafka: a new subscription replaces the old one
         if self.assignment():
             super().unassign()
-        tag_filter = TagFilter.parse(tags)
         self._filters = {} if tag_filter.matches_all else {"*": tag_filter}
-        step = _AppStep(self, topics, self._auto_commit, on_revoke, on_lost)
-        engine = OwnershipEngine(self._group, self.settings, self.options, step, kafka=_Native(self),
-                                 name=f"consumer {self.options.instance_name} of group {self._group}")
-        if on_assign is not None:
-            engine.on_assigned = lambda locks: on_assign(self, [TopicPartition(*tp) for tp in locks])
-        engine.open()
-        self._engine = engine
-        engine.maintain()  # take the first partitions now
+        missing = [what for what, given in (("Redis nodes (rocketkafka.redis.urls)", self.settings.redis_urls),
+                                            ("bootstrap.servers", self.settings.bootstrap_servers)) if not given]
+        if missing:
+            log.warning("consumer of group %s: no %s configured: subscription to %s will not receive anything",
+                        self._group, " and no ".join(missing), list(topics))
+            return
+
+        def make_engine() -> OwnershipEngine:
+            step = _AppStep(self, topics, self._auto_commit, on_revoke, on_lost)
+            engine = OwnershipEngine(self._group, self.settings, self.options, step, kafka=_Native(self),
+                                     name=f"consumer {self.options.instance_name} of group {self._group}")
+            if on_assign is not None:
+                engine.on_assigned = lambda locks: on_assign(self, [TopicPartition(*tp) for tp in locks])
+            return engine
+
+        join = BackgroundJoin(make_engine, self._group)
+        if join.wait(SUBSCRIBE_WAIT_S) and isinstance(join.first_failure, HOPELESS):
+            join.cancel()
+            raise join.first_failure
+        self._join = join
+        self._joined(report=False)  # take the first partitions now when joined; failures go to poll()
 
     def unsubscribe(self) -> None:
         """Leave the group gracefully (commit what was returned with auto commit, unlock, leave the membership)."""
         self._check_open()
+        join, self._join = self._join, None
+        if join is not None:
+            join.cancel()
         engine, self._engine = self._engine, None
         if engine is not None:
             engine.close()
         self._filters = {}
 
+    def _joined(self, report: bool = True) -> OwnershipEngine | None:
+        """The subscription's engine once the background join is done (its first partitions taken);
+        the join's failures go to ``error_cb`` meanwhile, whose exceptions propagate, as in confluent-kafka."""
+        join = self._join
+        if join is None:
+            return self._engine
+        failures = join.failures() if report else []
+        engine = join.take()
+        if engine is not None:
+            self._join, self._engine = None, engine
+            engine.maintain()
+        for exc in failures:
+            self._report(exc)
+        return engine
+
+    def _report(self, exc: BaseException) -> None:
+        """A join failure, as librdkafka reports a broker it cannot reach: ``error_cb``, else the log."""
+        if self._error_cb is None:
+            log.warning("consumer of group %s: joining failed, retrying: %s", self._group, exc)
+            return
+        cause = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+        self._error_cb(cause if isinstance(cause, KafkaError) else KafkaError(KafkaError._TRANSPORT, str(exc)))
+
     # -- reading -----------------------------------------------------------------------------
     def poll(self, timeout: float | None = None) -> Message | None:
         """The next message or event (a ``confluent_kafka.Message``), or ``None`` after ``timeout`` s
         (``None`` or negative: wait)."""
-        engine = self._engine
-        if engine is None:
+        engine = self._joined(report=False)  # failures are reported after the client served its own callbacks
+        if engine is None and self._join is None:
             msg = super().poll(-1 if timeout is None else timeout)
             if self._auto_commit and time.monotonic() >= self._next_auto_commit:
                 self._commit_assigned()
             return msg
-        self._running(engine)
-        filters, maintain = self._filters, engine.maintain
+        if engine is not None:
+            self._running(engine)
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
         while True:
-            maintain()
+            if engine is not None:
+                engine.maintain()
             wait = WAIT_SLICE_S if deadline is None else max(0.0, min(WAIT_SLICE_S, deadline - time.monotonic()))
-            msg = super().poll(wait)
-            if msg is not None:
-                if not filters or msg.error() is not None or self._wanted(msg):
-                    return msg
-            elif deadline is not None and time.monotonic() >= deadline:
+            msg = super().poll(wait)  # while joining nothing is assigned: the client serves its callbacks
+            if msg is not None and (not self._filters or msg.error() is not None or self._wanted(msg)):
+                return msg
+            if engine is None:
+                engine = self._joined()  # librdkafka's own reports first, then the join's
+            if msg is None and deadline is not None and time.monotonic() >= deadline:
                 return None
 
     def consume(self, num_messages: int = 1, timeout: float | None = None) -> list[Message]:
         """Up to ``num_messages`` messages and events, waiting at most ``timeout`` s (``None``/negative: until one)."""
-        engine = self._engine
-        if engine is None:
+        engine = self._joined(report=False)
+        if engine is None and self._join is None:
             records = super().consume(num_messages, -1 if timeout is None else timeout)
             if self._auto_commit and time.monotonic() >= self._next_auto_commit:
                 self._commit_assigned()
             return records
         if isinstance(num_messages, bool) or not isinstance(num_messages, int) or not 1 <= num_messages <= 1_000_000:
             raise ValueError(f"num_messages must be between 1 and 1000000, got {num_messages!r}")
-        self._running(engine)
-        filters = self._filters
+        if engine is not None:
+            self._running(engine)
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
         while True:
-            engine.maintain()
+            if engine is not None:
+                engine.maintain()
             wait = WAIT_SLICE_S if deadline is None else max(0.0, min(WAIT_SLICE_S, deadline - time.monotonic()))
             records = super().consume(num_messages, wait)
-            if records and filters:
+            if records and self._filters:
                 records = [m for m in records if m.error() is not None or self._wanted(m)]
+            if engine is None and not records:
+                engine = self._joined()
             if records or (deadline is not None and time.monotonic() >= deadline):
                 return records
 
@@ -327,6 +412,7 @@ class Consumer(_KafkaConsumer):
     def assign(self, partitions: list[TopicPartition]) -> None:
         """Read ``partitions`` (assign mode); inside a subscription: start offsets for owned partitions."""
         if self._engine is None:
+            self._ever_assigned = True
             return super().assign(partitions)
         owned = set(self._engine.owned())
         self._require_owned(partitions, owned, "assign")
@@ -338,6 +424,7 @@ class Consumer(_KafkaConsumer):
     def incremental_assign(self, partitions: list[TopicPartition]) -> None:
         """Add ``partitions`` (assign mode); inside a subscription: start offsets for owned partitions."""
         if self._engine is None:
+            self._ever_assigned = True
             return super().incremental_assign(partitions)
         return self.assign(partitions)
 
@@ -371,8 +458,7 @@ class Consumer(_KafkaConsumer):
                 (``_NO_OFFSET``), or the broker refused.
         """
         self._check_open()
-        if message is not None and offsets is not None:
-            raise ValueError("commit() takes a message or offsets, not both")
+        _check_message_or_offsets(message, offsets)
         kwargs: dict[str, Any] = {"asynchronous": asynchronous}
         if message is not None:
             kwargs["message"] = message
@@ -391,10 +477,15 @@ class Consumer(_KafkaConsumer):
 
     def store_offsets(self, message: Message | None = None, offsets: list[TopicPartition] | None = None) -> None:
         """As confluent-kafka's; what is stored is what auto commit and ``commit()`` commit."""
+        self._check_open()
+        if message is None and offsets is None:
+            raise ValueError("expected either message or offsets")  # confluent-kafka's words
+        _check_message_or_offsets(message, offsets)
         if message is not None:
             super().store_offsets(message=message)
-            topic, partition, offset = _position_of(message)
-            self._stored[(topic, partition)] = offset + 1
+            topic, partition, offset = message.topic(), message.partition(), message.offset()
+            if topic is not None and partition is not None and offset is not None:  # else a logical offset
+                self._stored[(topic, partition)] = offset + 1
         else:
             super().store_offsets(offsets=offsets)
             for tp in offsets or []:
@@ -441,10 +532,13 @@ class Consumer(_KafkaConsumer):
         if self._closed:
             return super().close()  # confluent-kafka's own answer to a second close
         try:
+            join, self._join = self._join, None
+            if join is not None:
+                join.cancel()
             if self._engine is not None:
                 engine, self._engine = self._engine, None
                 engine.close()
-            elif self._auto_commit:
+            elif self._auto_commit and self._ever_assigned:  # else no call: librdkafka may serve callbacks in it
                 try:
                     self._commit_assigned(asynchronous=False)
                 except KafkaException:
