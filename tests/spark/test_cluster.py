@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -45,6 +46,9 @@ def test_local_cluster_executors_need_only_the_spark_extra(rk_settings, rk_topic
     assert job["rows"] == 400 and job["summary"]["messages"] == 400 and job["summary"]["violations"] == 0
     assert job["driver"] not in job["workers"] and len(job["workers"]) >= 2  # Python workers of two executors
     assert PANDAS_WARNING not in stderr
+    if shutil.which("mvn") and os.environ.get("ROCKETKAFKA_SPARK_CONNECTOR", "auto") != "off":
+        # the session fetched Spark's Kafka source and shipped it to the executors: the plan is Kafka's relation
+        assert job["engine"] == "jvm" and "KafkaRelation" in job["plan"], job["plan"]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("grpc") is None, reason="needs rocketkafka[spark-connect] (grpcio)")

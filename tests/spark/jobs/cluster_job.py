@@ -1,7 +1,8 @@
 """A Spark job run in its own process by tests/spark/test_cluster.py: read + audit on a given master or Connect URL.
 
 Usage: python -m tests.spark.jobs.cluster_job BOOTSTRAP TOPIC (--master URL | --remote URL)
-Prints one JSON line: rows read, audit figures, the driver's pid and the pids of the Python workers that ran tasks.
+Prints one JSON line: rows read, audit figures, the driver's pid, the pids of the Python workers that ran tasks,
+the reader engine and (classic sessions) the read's query plan.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 
 def main(argv: list[str]) -> int:
     bootstrap, topic, how, url = argv
-    from rocketkafka.spark import audit_order, read_messages, spark_session
+    from rocketkafka.spark import audit_order, choose_engine, read_messages, spark_session
 
     spark = spark_session(**{how.lstrip("-"): url}, app_name="rocketkafka-cluster-test")
     df = read_messages(spark, {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, includeHeaders=True)
@@ -28,7 +29,8 @@ def main(argv: list[str]) -> int:
     workers = sorted({r.pid for r in df.select("offset").mapInArrow(pids, "pid long").distinct().collect()})
     result = audit_order(spark, bootstrap, topic, sequence="header:seq")
     print(json.dumps({"rows": rows, "summary": result.summary, "driver": os.getpid(), "workers": workers,
-                      "session": type(spark).__module__}))
+                      "session": type(spark).__module__, "engine": choose_engine(spark),
+                      "plan": df._jdf.queryExecution().toString() if hasattr(df, "_jdf") else ""}))
     spark.stop()
     return 0
 
