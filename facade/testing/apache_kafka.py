@@ -214,10 +214,16 @@ def prepare_node(node: KafkaNodeSpec, voters: list[KafkaNodeSpec], cluster_id: s
 
 
 def new_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, base64url without padding (what ``kafka-storage random-uuid`` prints)."""
+    """A KRaft cluster id: 16 random bytes, base64url without padding (what ``kafka-storage random-uuid`` prints).
+
+    Never one that starts with ``-``: StorageTool's argument parser would take it for an option
+    (Kafka's own ``Uuid.randomUuid`` draws again for the same reason).
+    """
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while (made := base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")).startswith("-"):
+        pass
+    return made
 
 
 def wait_ready(bootstrap_servers: str, brokers: int, timeout: float, alive: Callable[[], str | None]) -> None:

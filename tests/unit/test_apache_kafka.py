@@ -41,9 +41,9 @@ def test_three_nodes_replicate_three_times_with_min_isr_two(tmp_path) -> None:
         assert (p["transaction.state.log.replication.factor"], p["transaction.state.log.min.isr"]) == ("3", "2")
 
 
-def test_cluster_ids_are_kraft_shaped_and_fresh() -> None:
-    ids = {new_cluster_id() for _ in range(5)}
-    assert len(ids) == 5 and all(len(i) == 22 and "=" not in i for i in ids)
+def test_cluster_ids_are_kraft_shaped_fresh_and_never_look_like_an_option() -> None:
+    ids = {new_cluster_id() for _ in range(2000)}  # 1 in 64 raw draws starts with '-'
+    assert len(ids) == 2000 and all(len(i) == 22 and "=" not in i and not i.startswith("-") for i in ids)
 
 
 def test_no_maven_and_no_jars_is_one_line_naming_the_way_out(monkeypatch, tmp_path) -> None:
