@@ -39,7 +39,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from rocketkafka.admin import TopicAdmin
 from rocketkafka.config import Settings, kafka_client
-from rocketkafka.errors import StateError
+from rocketkafka.errors import BrokerUnavailableError, StateError
 from rocketkafka.names import Header
 from rocketkafka.ordering.allocation import AllocationStrategy, Member, strategy_named
 from rocketkafka.ordering.keeper import Keeper
@@ -434,7 +434,14 @@ class OwnershipEngine:
         return target
 
     def _rebalance(self) -> None:
-        target = self._target()
+        try:
+            target = self._target()
+        except BrokerUnavailableError as exc:
+            # a broker restarting or a cluster without a leader for a while: keep what is held (the locks
+            # are in Redis), fetch as librdkafka can, and look again soon
+            log.warning("%s: rebalance put off, no topic metadata: %s", self.name, exc)
+            self._due["rebalance"] = time.monotonic() + 1.0
+            return
         for lock in [lock for lock in self._owned if lock not in target]:
             self._release(lock)
         if self._resets is not None and self._owned:

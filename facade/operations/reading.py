@@ -20,6 +20,10 @@ from rocketkafka.admin import TopicAdmin
 from rocketkafka.config import Settings
 from rocketkafka.errors import BrokerUnavailableError, ConfigError
 
+#: Errors of a group coordinator that is moving or loading: asked again in a moment, it answers.
+COORDINATOR_MOVING = frozenset({KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                                KafkaError.COORDINATOR_NOT_AVAILABLE})
+
 TP = tuple[str, int]
 
 #: Seconds a read waits for the broker before giving up on a partition.
@@ -103,8 +107,20 @@ class LogReader:
         if not tps:
             return {}
         consumer = Consumer(self.settings.kafka_config(**{"group.id": group, "enable.auto.commit": False}))
+        deadline = time.monotonic() + self.timeout
         try:
-            answered = consumer.committed([TopicPartition(*tp) for tp in tps], timeout=self.timeout)
+            while True:
+                try:
+                    answered = consumer.committed([TopicPartition(*tp) for tp in tps], timeout=self.timeout)
+                    break
+                except KafkaException as exc:
+                    # a group coordinator that is moving or still loading (NOT_COORDINATOR, COORDINATOR_LOAD_
+                    # IN_PROGRESS: Apache Kafka right after a start) answers again in a moment
+                    error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+                    transient = error is not None and (error.retriable() or error.code() in COORDINATOR_MOVING)
+                    if not transient or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
         finally:
             consumer.close()
         return {(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None for tp in answered}

@@ -182,6 +182,8 @@ def cluster_properties(node: KafkaNodeSpec, voters: list[KafkaNodeSpec]) -> str:
         # a dev stack keeps what it is given: tests stamp records at fixed past times (Spark's timestamp
         # options, audits), which the default 7-day retention deletes in the background mid-test
         "log.retention.ms": -1,
+        # deleted topics (tests delete theirs) leave the disk at once, not after a minute
+        "file.delete.delay.ms": 1000,
         # a killed node comes back within seconds in the fault tests; the controller fences it sooner
         "broker.session.timeout.ms": 6000,
         "broker.heartbeat.interval.ms": 1000,

@@ -220,7 +220,7 @@ class DevStack:
         if proc := self._procs.pop(node.pid, None):
             proc.wait(timeout=10)
 
-    def start_broker(self, index: int = 0, timeout: float = 60) -> None:
+    def start_broker(self, index: int = 0, timeout: float = 120) -> None:
         """Start broker node ``index`` again on its ports (with its log, on Kafka) and wait until the cluster lists it."""
         old = self._broker_nodes(index)[0]
         if _alive(old.pid, self._procs.get(old.pid)):

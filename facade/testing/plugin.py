@@ -24,6 +24,7 @@ Marker:
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -35,6 +36,8 @@ from rocketkafka.config import Settings
 from rocketkafka.testing.backends import Backend
 from rocketkafka.testing.capabilities import parse_capability
 from rocketkafka.testing.selection import BACKENDS, select_backend
+
+log = logging.getLogger(__name__)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -84,24 +87,42 @@ def rk_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
 
 
 @pytest.fixture
-def rk_settings(rk_backend: Backend) -> Settings:
+def rk_settings(rk_backend: Backend) -> Iterator[Settings]:
     # a per-test prefix keeps internal topics and Redis keys of tests apart
     tag = uuid.uuid4().hex[:8]
-    return rk_backend.settings(topic_prefix=f"rk{tag}", redis_prefix=f"rk{tag}")
+    settings = rk_backend.settings(topic_prefix=f"rk{tag}", redis_prefix=f"rk{tag}")
+    yield settings
+    if rk_backend.deletes_test_topics:
+        _delete_topics(settings, lambda name: name.startswith(f"{settings.topic_prefix}."))
 
 
 @pytest.fixture
-def rk_topic(rk_settings: Settings, request: pytest.FixtureRequest) -> Iterator[Callable[..., str]]:
+def rk_topic(rk_backend: Backend, rk_settings: Settings, request: pytest.FixtureRequest) -> Iterator[Callable[..., str]]:
     admin = TopicAdmin(rk_settings)
     base = "t-" + "".join(c if c.isalnum() else "-" for c in request.node.name)[:60]
+    made: set[str] = set()
 
     def make(partitions: int = 8, suffix: str = "") -> str:
         name = f"{base}{suffix}-{uuid.uuid4().hex[:6]}"
         admin.create(name, partitions=partitions)
+        made.add(name)
         return name
 
     yield make
     admin.close()  # now: a test's traceback may hold it in a cycle, freed later in some other thread
+    if rk_backend.deletes_test_topics:
+        _delete_topics(rk_settings, made.__contains__)
+
+
+def _delete_topics(settings: Settings, chosen: Callable[[str], bool]) -> None:
+    """Delete the topics ``chosen`` picks; a broker that cannot (down after a fault test) keeps them."""
+    try:
+        with TopicAdmin(settings) as admin:
+            doomed = [name for name in admin.list(timeout=5) if chosen(name)]
+            if doomed:
+                admin.delete(doomed, timeout=10)
+    except Exception as exc:  # cleaning up is a courtesy to later tests, never a failure of this one
+        log.info("test topics not deleted: %s", exc)
 
 
 @pytest.fixture

@@ -27,7 +27,8 @@ def test_a_burst_due_at_one_instant_is_delivered_whole_and_never_early(rk_settin
         producer.send_sync(probe)
         assert seen.wait_for({probe.id}, 30)
         started = time.time()
-        due_at = started + 4.0 + BURST / 8_000  # after the last send (CI sent 50k in 6.8 s)
+        # after the last send (CI sent 50k in 6.8 s on Tansu; a loaded run on Apache Kafka took 11.9 s)
+        due_at = started + 4.0 + BURST / 4_000
         ids = set()
         for i in range(BURST):
             msg = Message(topic, body=b"x" * 100, keys=[f"k{i % 997}"], deliver_at=due_at)
