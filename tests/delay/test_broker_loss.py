@@ -21,6 +21,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 #: metadata refresh and retry back-off, the forwarder's next fetch. Measured on the 2-core machine with three JVMs:
 #: max 8.6 s and 12.9 s in two runs (the later one under a load average of ~15).
 RECOVERY_BOUND_MS = 20_000
+#: The same on a single node, restarted from its log 2 s after the kill: the restart itself, then each client on
+#: the path (sender, forwarder's consumer and producer, receiver) reconnects after librdkafka's back-off (up to
+#: reconnect.backoff.max.ms, 10 s). Measured: 28.6 s at most, in a run beside three other test workers.
+RESTART_BOUND_MS = 60_000
 #: Lateness allowed to a message due once that bound has passed (three JVMs and the test share 2 cores).
 SETTLED_BOUND_MS = 1_000
 LEVEL = 4  # 1 s in tests/delay's scaled levels
@@ -75,14 +79,16 @@ def test_killing_the_leader_of_a_level_partition_loses_no_delayed_message(rk_set
     for a in seen.arrivals:
         first.setdefault(a.msg_id, a.received_ms)
     late_by_due = sorted((due[m], first[m] - due[m]) for m in sent)
-    during = [late for d, late in late_by_due if killed_ms <= d < killed_ms + RECOVERY_BOUND_MS]
-    settled = [late for d, late in late_by_due if d >= killed_ms + RECOVERY_BOUND_MS]
+    bound = RESTART_BOUND_MS if alone else RECOVERY_BOUND_MS
+    during = [late for d, late in late_by_due if killed_ms <= d < killed_ms + bound]
+    settled = [late for d, late in late_by_due if d >= killed_ms + bound]
     before = [late for d, late in late_by_due if d < killed_ms]
     duplicates = sum(c - 1 for m, c in seen.ids().items() if m in due and c > 1)
     print(f"\nbroker {victim} (leader of {level_topic}[0]) killed at +{KILL_AT_S}s; {report.summary()}; "
           f"duplicates {duplicates}\n  due before the kill: n={len(before)} max={max(before, default=0)} ms"
-          f"\n  due in the {RECOVERY_BOUND_MS} ms after: n={len(during)} max={max(during, default=0)} ms"
+          f"\n  due in the {bound} ms after: n={len(during)} max={max(during, default=0)} ms"
           f"\n  due later: n={len(settled)} p99={percentile(settled, 0.99) if settled else 0} ms")
     assert report.count == len(sent) and report.early == [], f"early: {report.early[:10]}"
-    assert report.max < RECOVERY_BOUND_MS, report.summary()
-    assert settled and max(settled) < SETTLED_BOUND_MS, f"lateness not back to normal: {sorted(settled)[-5:]}"
+    assert report.max < bound, report.summary()
+    if not alone:  # a single node's run ends within its restart bound: nothing is due after it to judge
+        assert settled and max(settled) < SETTLED_BOUND_MS, f"lateness not back to normal: {sorted(settled)[-5:]}"
