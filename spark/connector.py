@@ -19,7 +19,6 @@ fetch where ``mvn`` can, else go on without and read with the Python source), ``
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import re
@@ -27,10 +26,10 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from rocketkafka.spark.errors import EngineUnavailableError
+from rocketkafka.user_cache import NOT_SERVED, cache_root, file_lock, mvn_error
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +41,7 @@ CONNECTOR_MODES = ("auto", "on", "off")
 _MANIFEST = "jars.txt"
 _FETCH_TIMEOUT_S = 600
 _RETRY_AFTER_S = 3600
+_NOT_SERVED = f"{NOT_SERVED} (is the PySpark version released on Maven Central?)"
 
 
 def pyspark_version() -> str:
@@ -64,7 +64,7 @@ def connector_mode(mode: str | None = None) -> str:
 
 
 def cache_dir(version: str | None = None) -> Path:
-    root = os.environ.get(JARS_DIR_ENV) or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocketkafka" / "spark-kafka"
+    root = os.environ.get(JARS_DIR_ENV) or cache_root() / "spark-kafka"
     return Path(root) / (version or pyspark_version())
 
 
@@ -89,21 +89,11 @@ def connector_jars(version: str | None = None) -> list[Path]:
         return jars
     target = cache_dir(version)
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(target.parent / f".{version}.lock"):
+    with file_lock(target.parent / f".{version}.lock"):
         jars = cached_jars(version)  # another process fetched it while we waited
         if jars is None:
             jars = _fetch(version, target)
     return jars
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _pyspark_artifacts() -> set[str]:
@@ -149,7 +139,7 @@ def _fetch(version: str, target: Path) -> list[Path]:
             raise EngineUnavailableError(f"cannot fetch Spark's Kafka connector {coords}: mvn took over "
                                          f"{_FETCH_TIMEOUT_S} s") from None
         if done.returncode != 0:
-            raise EngineUnavailableError(f"cannot fetch Spark's Kafka connector {coords}: {_mvn_error(done.stdout + done.stderr)}")
+            raise EngineUnavailableError(f"cannot fetch Spark's Kafka connector {coords}: {mvn_error(done.stdout + done.stderr, _NOT_SERVED)}")
         jars = sorted(j.name for j in out.glob("*.jar") if _artifact(j.name) not in shipped)
         if not any(name.startswith("spark-sql-kafka-0-10") for name in jars):
             raise EngineUnavailableError(f"cannot fetch Spark's Kafka connector {coords}: mvn returned no connector jar")
@@ -161,15 +151,6 @@ def _fetch(version: str, target: Path) -> list[Path]:
         out.rename(target)
     log.info("fetched %s into %s (%d jars)", coords, target, len(jars))
     return [target / j for j in jars]
-
-
-def _mvn_error(output: str) -> str:
-    """Why mvn failed, in a few words (its own lines run to hundreds of characters)."""
-    plain = re.sub(r"\x1b\[[0-9;]*m", "", output)
-    if "was not found in" in plain or "Could not find artifact" in plain:
-        return "not served by the Maven repositories mvn uses (is the PySpark version released on Maven Central?)"
-    lines = [re.sub(r"^\[ERROR\]\s*", "", ln).strip() for ln in plain.splitlines() if ln.strip()]
-    return (lines[0] if lines else "mvn failed")[:200]
 
 
 def session_jars(mode: str | None = None) -> list[Path]:

@@ -15,8 +15,6 @@ Settings: ``ROCKETKAFKA_KAFKA_VERSION`` (default :data:`KAFKA_VERSION`),
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import importlib.resources
 import os
 import shutil
@@ -24,12 +22,13 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rocketkafka.errors import StackError
+from rocketkafka.user_cache import cache_root, file_lock, mvn_error
 
 #: The Apache Kafka release the embedded broker runs (and docker/compose.yaml's image tag follows).
 KAFKA_VERSION = "4.1.1"
@@ -48,11 +47,6 @@ appender.out.layout.pattern = [%d] %p %m (%c)%n
 def kafka_version() -> str:
     """The Kafka release to run (``ROCKETKAFKA_KAFKA_VERSION``, else :data:`KAFKA_VERSION`)."""
     return os.environ.get("ROCKETKAFKA_KAFKA_VERSION") or KAFKA_VERSION
-
-
-def cache_dir() -> Path:
-    """Where fetched jars live: ``$XDG_CACHE_HOME/rocketkafka`` (``~/.cache/rocketkafka``)."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocketkafka"
 
 
 def java_binary() -> Path:
@@ -80,11 +74,11 @@ def kafka_libs(say: Callable[[str], Any] | None = None) -> Path:
             raise StackError(f"ROCKETKAFKA_KAFKA_LIBS={given} holds no kafka_2.13-*.jar")
         return Path(given)
     version = kafka_version()
-    target = cache_dir() / f"kafka-{version}" / "libs"
+    target = cache_root() / f"kafka-{version}" / "libs"
     if (target / ".complete").exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _file_lock(target.parent / ".fetch.lock"):
+    with file_lock(target.parent / ".fetch.lock"):
         if (target / ".complete").exists():  # another process fetched it while we waited
             return target
         _fetch(version, target, say or (lambda line: print(line, file=sys.stderr, flush=True)))
@@ -116,22 +110,11 @@ def _fetch(version: str, target: Path, say: Callable[[str], Any]) -> None:
                     say(f"  {fetched} jars fetched...")
         if proc.wait() != 0:
             shutil.rmtree(partial, ignore_errors=True)
-            errors = [t for t in tail if "ERROR" in t] or tail
-            raise StackError(f"Maven could not fetch org.apache.kafka:kafka_2.13:{version}: {errors[0] if errors else ''}")
+            raise StackError(f"Maven could not fetch org.apache.kafka:kafka_2.13:{version}: {mvn_error(chr(10).join(tail))}")
     (partial / ".complete").write_text(version)
     shutil.rmtree(target, ignore_errors=True)
     partial.rename(target)
     say(f"  {len(list(target.glob('*.jar')))} jars in {time.monotonic() - started:.0f} s")
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @dataclass(frozen=True)

@@ -73,3 +73,12 @@ def test_the_stack_refuses_a_tansu_cluster_and_unknown_brokers() -> None:
         DevStack(broker="tansu", broker_nodes=3)
     with pytest.raises(StackError, match="unknown broker 'redpanda'"):
         DevStack(broker="redpanda")
+
+
+def test_maven_failures_come_down_to_their_first_error_line() -> None:
+    from rocketkafka.user_cache import NOT_SERVED, mvn_error
+
+    output = "[INFO] Scanning for projects...\n\x1b[1;31m[ERROR]\x1b[m Failed to execute goal on project x: boom\n"
+    assert mvn_error(output) == "Failed to execute goal on project x: boom"
+    assert mvn_error("[ERROR] ... Could not find artifact a:b:jar:9 in central") == NOT_SERVED
+    assert mvn_error("[ERROR] ... was not found in https://repo", "no such version") == "no such version"
