@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from rocketkafka.config import Settings
-from rocketkafka.testing.capabilities import Capability, probe_add_partitions
+from rocketkafka.testing.capabilities import Capability, MissingCapability, add_partitions
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,18 @@ def _produce(settings: Settings, topic: str, batches: list[list[int]], extra: di
 def _consumer(settings: Settings, **extra: object) -> Consumer:
     return Consumer({**settings.kafka_config(), "group.id": f"rk-probe-{uuid.uuid4().hex[:8]}",
                      "enable.auto.commit": False, "auto.offset.reset": "earliest", **extra})
+
+
+def probe_add_partitions(settings: Settings) -> str | None:
+    """Grow a one-partition topic to two: a broker without CreatePartitions says why not."""
+    with _probe_topic(settings, "partitions") as topic:
+        try:
+            add_partitions(settings, topic, 2)
+        except MissingCapability as exc:
+            return exc.reason.split(": ", 1)[-1]
+        except KafkaException as exc:
+            return str(exc)
+    return None
 
 
 def probe_exact_latest_offset(settings: Settings) -> str | None:

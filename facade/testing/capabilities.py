@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import enum
 import logging
-import uuid
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions
 
 from rocketkafka.config import Settings
 
@@ -84,23 +83,3 @@ def add_partitions(settings: Settings, topic: str, total: int, timeout: float = 
         # the error's traceback keeps this frame: without the del, the client would go with the error, in a later
         # garbage collection on whatever thread runs it (TopicAdmin.close says why that hurts)
         del admin
-
-
-def probe_add_partitions(settings: Settings) -> str | None:
-    """``None`` when the broker grows a live topic's partitions, else why not (a throw-away topic is used)."""
-    admin = AdminClient(settings.kafka_config())
-    topic = f"rk-probe-partitions-{uuid.uuid4().hex[:8]}"
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10)
-    try:
-        add_partitions(settings, topic, 2)
-        return None
-    except MissingCapability as exc:
-        return exc.reason.split(": ", 1)[-1]
-    except KafkaException as exc:
-        return str(exc)
-    finally:
-        try:
-            admin.delete_topics([topic])[topic].result(10)
-        except Exception:  # a probe topic left behind is harmless
-            log.debug("could not delete probe topic %s", topic, exc_info=True)
-        del admin  # see add_partitions

@@ -87,31 +87,35 @@ def rk_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
 
 
 @pytest.fixture
-def rk_settings(rk_backend: Backend) -> Iterator[Settings]:
+def _rk_made_topics() -> set[str]:
+    """The topics ``rk_topic`` made for this test (``rk_settings`` deletes them with the internal ones)."""
+    return set()
+
+
+@pytest.fixture
+def rk_settings(rk_backend: Backend, _rk_made_topics: set[str]) -> Iterator[Settings]:
     # a per-test prefix keeps internal topics and Redis keys of tests apart
     tag = uuid.uuid4().hex[:8]
     settings = rk_backend.settings(topic_prefix=f"rk{tag}", redis_prefix=f"rk{tag}")
     yield settings
     if rk_backend.deletes_test_topics:
-        _delete_topics(settings, lambda name: name.startswith(f"{settings.topic_prefix}."))
+        _delete_topics(settings, lambda name: name in _rk_made_topics or name.startswith(f"{settings.topic_prefix}."))
 
 
 @pytest.fixture
-def rk_topic(rk_backend: Backend, rk_settings: Settings, request: pytest.FixtureRequest) -> Iterator[Callable[..., str]]:
+def rk_topic(rk_settings: Settings, _rk_made_topics: set[str],
+             request: pytest.FixtureRequest) -> Iterator[Callable[..., str]]:
     admin = TopicAdmin(rk_settings)
     base = "t-" + "".join(c if c.isalnum() else "-" for c in request.node.name)[:60]
-    made: set[str] = set()
 
     def make(partitions: int = 8, suffix: str = "") -> str:
         name = f"{base}{suffix}-{uuid.uuid4().hex[:6]}"
         admin.create(name, partitions=partitions)
-        made.add(name)
+        _rk_made_topics.add(name)
         return name
 
     yield make
     admin.close()  # now: a test's traceback may hold it in a cycle, freed later in some other thread
-    if rk_backend.deletes_test_topics:
-        _delete_topics(rk_settings, made.__contains__)
 
 
 def _delete_topics(settings: Settings, chosen: Callable[[str], bool]) -> None:

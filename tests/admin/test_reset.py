@@ -60,6 +60,14 @@ def _sent_around_a_moment(topic, send):
     return moment, send(topic, 20)
 
 
+def _redelivered_exactly(history: History, later: list[str]) -> None:
+    """After a reset from 50 to 30: the 20 records from the moment on come again, once each, in order."""
+    assert wait_until(lambda: len(history.calls) >= 70)
+    time.sleep(1.0)  # nothing more may come
+    report = check(history.calls[50:], later)
+    assert (report.calls, report.lost_count, report.duplicate_count, report.reorders) == (20, 0, 0, [])
+
+
 def test_reset_by_time_is_refused_where_the_broker_answers_by_write_time_unless_forced(rk_backend, rk_settings,
                                                                                       rk_topic, rk_group, send, admin,
                                                                                       admin_json):
@@ -78,10 +86,7 @@ def test_reset_by_time_is_refused_where_the_broker_answers_by_write_time_unless_
         assert committed_offsets(rk_settings.bootstrap_servers, rk_group, topic, 1)[0] == 50  # nothing moved
         [outcome] = admin_json("reset-offset", rk_group, topic, "--to", moment.isoformat(), "--force")
         assert (outcome["before"], outcome["after"]) == (50, 30)
-        assert wait_until(lambda: len(history.calls) >= 70)
-        time.sleep(1.0)
-        report = check(history.calls[50:], later)
-        assert (report.calls, report.lost_count, report.duplicate_count, report.reorders) == (20, 0, 0, [])
+        _redelivered_exactly(history, later)
     finally:
         consumer.shutdown()
 
@@ -97,10 +102,7 @@ def test_reset_by_time_redelivers_from_that_time(rk_settings, rk_topic, rk_group
         assert wait_until(lambda: committed_offsets(rk_settings.bootstrap_servers, rk_group, topic, 1)[0] == 50)
         [outcome] = admin_json("reset-offset", rk_group, topic, "--to", moment.isoformat())
         assert (outcome["before"], outcome["after"]) == (50, 30)
-        assert wait_until(lambda: len(history.calls) >= 70)
-        time.sleep(1.0)
-        report = check(history.calls[50:], later)
-        assert (report.calls, report.lost_count, report.duplicate_count, report.reorders) == (20, 0, 0, [])
+        _redelivered_exactly(history, later)
     finally:
         consumer.shutdown()
 

@@ -21,7 +21,8 @@ from rocketkafka.tools.chaos.traffic import Traffic
 from rocketkafka.tools.chaos.verdict import Verdict, judge
 from rocketkafka.tools.chaos.worker import WorkerSpec
 from rocketkafka.config import Settings
-from rocketkafka.testing.capabilities import add_partitions, probe_add_partitions
+from rocketkafka.testing.broker_probes import probe_add_partitions
+from rocketkafka.testing.capabilities import add_partitions
 from rocketkafka.testing.clock import CLOCK_FILE_ENV
 from rocketkafka.testing.history import HandlerCall, History
 
