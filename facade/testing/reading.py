@@ -6,7 +6,7 @@ import time
 import uuid
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 
@@ -44,11 +44,26 @@ def read_all(bootstrap_servers: str, topic: str, timeout: float = 10.0) -> list[
 def committed_offsets(bootstrap_servers: str, group: str, topic: str, partitions: int) -> dict[int, int]:
     """The group's committed offset per partition (-1001 when none)."""
     consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": group, "enable.auto.commit": False})
+    deadline = time.monotonic() + 10
     try:
-        found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
-        return {tp.partition: tp.offset for tp in found}
+        while True:
+            try:
+                found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+                return {tp.partition: tp.offset for tp in found}
+            except KafkaException as exc:
+                # Apache Kafka's group coordinator answers NOT_COORDINATOR while it moves or loads (right after a
+                # start): ask again, as the library's own reader does (rocketkafka.operations.reading; this
+                # oracle stays plain confluent-kafka)
+                code = exc.args[0].code() if exc.args and isinstance(exc.args[0], KafkaError) else None
+                if code not in _COORDINATOR_MOVING or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
     finally:
         consumer.close()
+
+
+_COORDINATOR_MOVING = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                       KafkaError.COORDINATOR_NOT_AVAILABLE}
 
 
 def committed_to_end(bootstrap_servers: str, group: str, topic: str) -> bool:
