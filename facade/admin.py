@@ -27,6 +27,10 @@ log = logging.getLogger(__name__)
 
 #: Seconds a create waits for a first answer from the broker before saying that none answered.
 REACHABLE_WITHIN_S = 5.0
+#: Seconds a look-up keeps asking a cluster of several brokers about a topic it does not list: each broker
+#: learns of a new topic from the controller on its own time, so one created a moment ago (by another
+#: client) may be missing from the broker asked. A single broker's answer is final.
+NEW_TOPIC_PROPAGATION_S = 3.0
 
 
 class TopicAdmin:
@@ -244,12 +248,28 @@ class TopicAdmin:
         if cached and now - cached[0] < self._ttl:
             return cached[1]
         check_topic_name(topic)
-        meta = self._list(timeout).get(topic)
-        if meta is None or meta.error is not None and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+        meta = self._look_up(topic, timeout)
+        if meta is None:
             raise TopicNotFoundError(topic)
         count = len(meta.partitions)
         self._cache[topic] = (now, count)
         return count
+
+    def _look_up(self, topic: str, timeout: float) -> Any:
+        """The metadata of ``topic``, or None when it does not exist (after :data:`NEW_TOPIC_PROPAGATION_S`
+        of asking again where several brokers may disagree)."""
+        give_up = time.monotonic() + NEW_TOPIC_PROPAGATION_S
+        while True:
+            try:
+                listing = self._client.list_topics(timeout=timeout)
+            except KafkaException as exc:
+                raise BrokerUnavailableError(self.settings.bootstrap_servers, timeout, exc) from exc
+            meta = listing.topics.get(topic)
+            if meta is not None and (meta.error is None or meta.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART):
+                return meta
+            if len(listing.brokers) < 2 or time.monotonic() >= give_up:
+                return None
+            time.sleep(0.1)
 
     def delete(self, topics: builtins.list[str], timeout: float = 30.0) -> None:
         """Delete topics (best effort; used by tests and the demo)."""
