@@ -8,11 +8,10 @@ Every option is checked before anything starts.
 from __future__ import annotations
 
 import logging
-import signal
-from typing import Any
 
 import click
 
+from rocketkafka.tools.service_run import serve, start_when_reachable, stop_on_signals
 from rocketkafka.tools.settings import command_settings
 from rocketkafka.logs import configure_logging
 from rocketkafka.txn.checker import TransactionChecker
@@ -47,18 +46,16 @@ def txn_checker(timeout_ms: int | None, interval_ms: int | None, max_checks: int
              "lock_renew_interval_ms": lock_renew_interval_ms, "lock_client_expiry_ms": lock_client_expiry_ms,
              "heartbeat_interval_ms": heartbeat_interval_ms, "member_timeout_ms": member_timeout_ms}
     options = CheckerOptions.from_env(**flags)  # ConfigError before anything starts
-    checker = TransactionChecker(command_settings(), options)
+    settings = command_settings()
+    stop = stop_on_signals()
+    checker = start_when_reachable(lambda: TransactionChecker(settings, options).start(), stop, "txn-checker")
+    if checker is None:
+        return
     if metrics_port is not None:
         serve_metrics(checker, metrics_port)
-
-    def stop(signum: int, _frame: Any) -> None:
-        log.info("signal %d: stopping", signum)
-        checker.stop()  # the loop notices between steps, then commits and leaves
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     click.echo(f"txn-checker {options.instance_name} running", err=True)
-    checker.run()
+    if serve(checker, stop) is not None:
+        raise SystemExit(1)
 
 
 def serve_metrics(checker: TransactionChecker, port: int) -> int:

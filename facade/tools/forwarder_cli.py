@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import threading
 from typing import Any
 
 import click
@@ -33,6 +31,7 @@ from rocketkafka.delay.forwarder import DEFAULT_GROUP, DelayForwarder
 from rocketkafka.errors import ConfigError
 from rocketkafka.ordering.metrics import service_metrics_port
 from rocketkafka.schedule.levels import DelayConfig
+from rocketkafka.tools.service_run import serve, start_when_reachable, stop_on_signals
 from rocketkafka.tools.settings import command_settings
 
 
@@ -61,19 +60,19 @@ def delay_forwarder(group: str | None, levels: str | None, metrics_port: int | N
     settings = command_settings()
     if levels:
         settings = settings.model_copy(update={"delay": DelayConfig.load(levels=levels)})
-    forwarder = DelayForwarder(settings, group=group or service.group,
-                               consumer_options={**service.consumer_options, **parse_options(options)},
-                               metrics_port=service_metrics_port(metrics_port, service.metrics_port))
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    forwarder.start()
+    options = {**service.consumer_options, **parse_options(options)}
+    port = service_metrics_port(metrics_port, service.metrics_port)
+    stop = stop_on_signals()
+    forwarder = start_when_reachable(
+        lambda: DelayForwarder(settings, group=group or service.group, consumer_options=options,
+                               metrics_port=port).start(), stop, "delay forwarder")
+    if forwarder is None:
+        return
     click.echo(f"delay forwarder {forwarder.instance_name} running (levels {settings.delay.describe()})", err=True)
-    while not stop.wait(1.0):
-        if forwarder.health().error is not None:
-            break
-    forwarder.close()
+    failure = serve(forwarder, stop)
     click.echo(f"delay forwarder stopped: {json.dumps(forwarder.metrics.summary())}", err=True)
+    if failure is not None:
+        raise SystemExit(1)
 
 
 def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:

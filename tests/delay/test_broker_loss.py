@@ -12,6 +12,7 @@ import pytest
 
 from rocketkafka import Message, Producer
 from rocketkafka.admin import TopicAdmin
+from rocketkafka.testing.waiting import wait_for
 from tests.delay.conftest import delay_records, due_of, lateness, percentile
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -92,3 +93,32 @@ def test_killing_the_leader_of_a_level_partition_loses_no_delayed_message(rk_set
     assert report.max < bound, report.summary()
     if not alone:  # a single node's run ends within its restart bound: nothing is due after it to judge
         assert settled and max(settled) < SETTLED_BOUND_MS, f"lateness not back to normal: {sorted(settled)[-5:]}"
+
+
+@pytest.mark.rk_needs("kill-broker")
+def test_a_forwarder_started_while_the_broker_is_down_starts_when_it_returns(rk_settings, rk_topic, rk_backend,
+                                                                             forwarder_process, receiver):
+    """A sidecar started beside a broker that is (re)starting waits for it instead of exiting (issue 20's chaos
+    run found a checker that exited because the broker was down while it provisioned its topics)."""
+    if rk_backend.broker_count != 1:
+        pytest.skip("one broker down leaves the others of a cluster answering: nothing to wait for")
+    topic = rk_topic(partitions=1)
+    seen = receiver({topic: 1})
+    rk_backend.kill_broker(0)
+    try:
+        fwd = forwarder_process("before-the-broker")
+        assert wait_for(lambda: "cannot start yet" in fwd.output(), 60), fwd.output()[-2000:]
+        time.sleep(3.0)  # a later try fails too: it is still waiting, not gone
+        assert fwd.alive(), fwd.output()[-2000:]
+    finally:
+        rk_backend.start_broker(0)
+    assert wait_for(lambda: "delay forwarder" in fwd.output() and " running " in fwd.output(), 120), fwd.output()[-2000:]
+    producer = Producer("delay-late-forwarder", settings=rk_settings)
+    producer.start()
+    try:
+        msg = Message(topic, body=b"after the wait", delay_time_level=1)
+        producer.send_sync(msg)
+    finally:
+        producer.shutdown()
+    assert seen.wait_for({msg.id}, timeout=60), "the forwarder that waited for the broker never forwarded"
+    assert fwd.terminate() == 0
