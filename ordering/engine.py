@@ -19,10 +19,23 @@ Flow control: a partition stops fetching while its claim holds more than
 ``pull_threshold_per_partition`` records, and all of them stop while together they hold
 more than ``pull_threshold_total`` (checked whenever a claim takes records), so memory is
 bounded at any partition count and any handler speed.
+
+A Kafka client that lost every broker is replaced. librdkafka (2.10 and later) forgets the
+brokers a Metadata answer leaves out, and an answer listing none -- a cluster whose every
+broker is fenced for a moment, as a single-node KRaft broker is after a stall longer than
+``broker.session.timeout.ms`` -- leaves the client without any broker for good (librdkafka
+issue 5301): no fetch, no commit, while the keeper still renews the locks, so no other
+member takes the partitions either (the forgotten broker lingers in the client's
+statistics in state ``INIT``, its thread ended; the group coordinator has no address). The
+engine reads the client's statistics every :data:`CLIENT_CHECK_MS`; two in a row in which
+no broker is connected or trying to be make it build a new client, assign it what the
+claims own where the old one stopped fetching, and let the old one go. A broker that is
+down keeps its entry trying to reconnect, so an outage replaces nothing.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -57,6 +70,10 @@ log = logging.getLogger(__name__)
 RELEASE_PATIENCE_S = 30.0
 #: How often :meth:`OwnershipEngine.maintain` looks for due work when nothing woke it (s).
 MAINTAIN_EVERY_S = 0.005
+#: How often librdkafka reports its statistics, which say whether the client still knows a broker (ms).
+CLIENT_CHECK_MS = 5000
+#: Statistics in a row without a broker in reach before the client is replaced (one may fall between two states).
+BROKERLESS_REPORTS = 2
 
 
 @dataclass(eq=False)
@@ -72,6 +89,7 @@ class _Owned:
     reset_to: dict[TP, int] | None = None  # leaving for an operator's offset reset: commit these instead
     revoked: bool = False  # lost: never commit, unlock nothing (it is not ours)
     paused: set[TP] = field(default_factory=set)
+    fetch_from: dict[TP, int] = field(default_factory=dict)  # where fetching goes on: after the last record routed
 
 
 @dataclass(frozen=True)
@@ -145,6 +163,8 @@ class OwnershipEngine:
         self.admin: TopicAdmin | None = None
         self.failures = 0  # poll threads that died (0 or 1: a dead engine stays dead)
         self.commits = 0  # commit requests sent
+        self.clients_replaced = 0  # Kafka clients replaced after they lost every broker
+        self._brokerless = 0  # statistics in a row that named no broker
         self.on_assigned: Callable[[list[TP]], None] | None = None  # poll thread, after claims were created
         self.on_released: Callable[[list[TP], bool], None] | None = None  # poll thread, (partitions, lost)
 
@@ -186,8 +206,7 @@ class OwnershipEngine:
             self.step.provision(self.admin)  # internal topics, only once Redis answered: a failed start leaves none
             for topic in self.step.topics():
                 self.admin.partitions(topic)  # TopicNotFoundError before anything fetches
-            self._kafka = self._given_kafka if self._given_kafka is not None else kafka_client(Consumer, self.settings.kafka_config(
-                **{**self._kafka_config, "group.id": self._offsets_group, "on_commit": self.on_commit}))
+            self._kafka = self._given_kafka if self._given_kafka is not None else self._new_client()
             self._keeper = Keeper(self._membership, self._locks, self._progress, self._members_changed,
                                   self._lost.append, self.options.heartbeat_interval_ms / 1000,
                                   min(self.options.heartbeat_interval_ms, self.options.lock_renew_interval_ms) / 4000,
@@ -301,6 +320,50 @@ class OwnershipEngine:
             except Exception:
                 log.warning("%s: closing failed", self.name, exc_info=True)
 
+    # -- the Kafka client --------------------------------------------------------------------
+    def _new_client(self) -> Consumer:
+        """A Kafka consumer of the engine's own, reporting its statistics to :meth:`_on_stats`."""
+        config = self.settings.kafka_config(**{**self._kafka_config, "group.id": self._offsets_group,
+                                               "on_commit": self.on_commit})
+        config.setdefault("statistics.interval.ms", CLIENT_CHECK_MS)  # a caller's own interval (0: off) stands
+        theirs = config.get("stats_cb")
+        config["stats_cb"] = self._on_stats if theirs is None else _both(self._on_stats, theirs)
+        return kafka_client(Consumer, config)
+
+    def _on_stats(self, stats: str) -> None:
+        """librdkafka's statistics (JSON, served on the poll thread): does the client still reach for a broker?"""
+        if reaches_a_broker(stats):
+            self._brokerless = 0
+        else:
+            self._brokerless += 1
+
+    def _replace_client(self) -> None:
+        """A new Kafka client takes over from one that lost every broker (see the module docstring).
+
+        It is assigned every owned partition where the old one stopped fetching (paused ones stay
+        paused), and every position is committed again: commits the old client held may never land.
+        The old client is closed on a thread of its own, as closing a client without a broker may wait.
+        """
+        old = self._kafka
+        self._kafka = self._new_client()
+        self._brokerless = 0
+        self.clients_replaced += 1
+        log.warning("%s: the Kafka client reaches for no broker any more (it forgot them after a Metadata answer "
+                    "that listed none, as while every broker is fenced); a new client goes on with its %d "
+                    "partition(s)", self.name, len(self._by_tp))
+        for owned in [*self._owned.values(), *self._leaving.values()]:
+            owned.committed.clear()
+        self._commit_soon()
+        assignment = [TopicPartition(*tp, owned.fetch_from[tp]) for owned in self._owned.values()
+                      for tp in owned.partitions]
+        if assignment:
+            self._kafka.incremental_assign(assignment)
+        paused = [TopicPartition(*tp) for owned in self._owned.values() for tp in owned.paused]
+        if paused:
+            self._kafka.pause(paused)
+        if old is not None:
+            threading.Thread(target=_close_quietly, args=(old, self.name), name="rk-client-close", daemon=True).start()
+
     # -- the loop's parts (poll thread) ------------------------------------------------------
     def maintain(self) -> None:
         """Everything but fetching, each when due: lost locks, rebalance, releases, commits, flow control.
@@ -312,6 +375,8 @@ class OwnershipEngine:
         if now < self._next_look and not self._lost and not self._rebalance_now.is_set():
             return
         self._next_look = now + MAINTAIN_EVERY_S
+        if self._brokerless >= BROKERLESS_REPORTS and self._given_kafka is None:
+            self._replace_client()
         while self._lost:
             self._on_lost(self._lost.popleft())
         o = self.options
@@ -366,6 +431,7 @@ class OwnershipEngine:
             owned = self._by_tp.get((topic, partition))
             if owned is not None and not owned.leaving and not owned.revoked:
                 owned.claim.take((topic, partition), records[start:end] if start or end < n else records)
+                owned.fetch_from[(topic, partition)] = records[end - 1].offset() + 1
                 self._throttle(owned)
             start = end
 
@@ -497,7 +563,8 @@ class OwnershipEngine:
             offsets = {tp: starts[tp] for tp in partitions}
             context = ClaimContext(lock, partitions, won[lock], offsets, self._validity(lock), self._seek, self._commit_soon)
             owned = _Owned(lock, self.step.claim(context), partitions, won[lock],
-                           committed={tp: committed[tp] for tp in partitions if committed[tp] >= 0})
+                           committed={tp: committed[tp] for tp in partitions if committed[tp] >= 0},
+                           fetch_from=dict(offsets))
             self._owned[lock] = owned
             for tp in partitions:
                 self._by_tp[tp] = owned
@@ -520,6 +587,9 @@ class OwnershipEngine:
 
     def _seek(self, tp: TP, offset: int) -> None:
         self.kafka.seek(TopicPartition(*tp, offset))
+        owned = self._by_tp.get(tp)
+        if owned is not None:
+            owned.fetch_from[tp] = offset
 
     def _release(self, lock: TP) -> None:
         """Stop fetching ``lock``'s partitions; commit and unlock once its claim drained."""
@@ -719,3 +789,37 @@ def _shared_numbers(partitions: Iterable[TP]) -> set[int]:
         if seen.setdefault(number, topic) != topic:
             shared.add(number)
     return shared
+
+
+def reaches_a_broker(stats: str) -> bool:
+    """Whether librdkafka's statistics show the client connected to a broker or trying to connect to one.
+
+    False when every broker it learned or was configured with sits in ``INIT`` (a broker thread
+    that ended: librdkafka forgot it) or there is none, and the group coordinator is not up.
+    Statistics that cannot be read count as reaching one: only a clear picture replaces a client.
+    """
+    try:
+        brokers = json.loads(stats).get("brokers", {})
+    except (ValueError, AttributeError):
+        return True
+    for broker in brokers.values():
+        source, state = broker.get("source"), broker.get("state")
+        if (source in ("learned", "configured") and state != "INIT") or (source == "logical" and state == "UP"):
+            return True
+    return False
+
+
+def _both(first: Callable[[str], None], second: Callable[[str], None]) -> Callable[[str], None]:
+    """A statistics callback calling ``first``, then the caller's own ``second``."""
+    def both(stats: str) -> None:
+        first(stats)
+        second(stats)
+    return both
+
+
+def _close_quietly(client: Any, name: str) -> None:
+    """Close a replaced Kafka client (its own thread: without a broker, closing may wait)."""
+    try:
+        client.close()
+    except Exception:
+        log.warning("%s: closing the replaced Kafka client failed", name, exc_info=True)
