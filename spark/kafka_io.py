@@ -96,8 +96,12 @@ def discover(consumer: Consumer, options: SourceOptions, timeout: float = 10.0) 
 
 
 def watermarks(consumer: Consumer, tps: Iterable[TP], hints: dict[TP, int] | None = None,
-               timeout: float = 30.0) -> dict[TP, tuple[int, int]]:
+               timeout: float = 30.0, committed: bool = False) -> dict[TP, tuple[int, int]]:
     """``(low, high)`` watermarks of each partition, the high one learnt from a fetch.
+
+    With ``committed`` (a read_committed consumer) the end is the last stable offset: where the
+    fetch reports the partition's end, i.e. before the first record of a transaction still open.
+    The high watermark is past such records, which a read_committed reader is never given.
 
     Parameters:
         consumer: a consumer from :func:`open_consumer` (its assignment is replaced).
@@ -125,6 +129,7 @@ def watermarks(consumer: Consumer, tps: Iterable[TP], hints: dict[TP, int] | Non
         assignment.append(TopicPartition(tp[0], tp[1], start if start >= low else OFFSET_BEGINNING))
     consumer.assign(assignment)
     pending = set(tps)
+    stable: dict[TP, int] = {}  # committed: the offset each partition's end-of-partition event names
     deadline = time.monotonic() + timeout
     try:
         while pending:
@@ -138,13 +143,18 @@ def watermarks(consumer: Consumer, tps: Iterable[TP], hints: dict[TP, int] | Non
                         log.debug("watermark probe: %s", err)
                         continue
                     raise KafkaReadError(f"watermark probe failed: {err}")
-                pending.discard((msg.topic(), msg.partition()))
+                tp = (msg.topic(), msg.partition())
+                if not committed:
+                    pending.discard(tp)
+                elif err is not None:  # end of partition, at the last stable offset
+                    stable[tp] = msg.offset()
+                    pending.discard(tp)
         result: dict[TP, tuple[int, int]] = {}
         for tp in tps:  # the watermarks that came with the fetches
             low, high = consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
             if high < 0:
                 raise KafkaReadError(f"no high watermark arrived for {tp[0]}-{tp[1]}")
-            result[tp] = (lows[tp] if low < 0 else low, high)
+            result[tp] = (lows[tp] if low < 0 else low, min(high, stable.get(tp, high)))
         return result
     finally:
         consumer.unassign()
@@ -224,7 +234,8 @@ def log_ends(options: SourceOptions, tps: Iterable[TP], hints: dict[TP, int] | N
         # a stale hint past the end resets to ListOffsets latest, which is at or below the end
         consumer = open_consumer(options, "probe", **{"fetch.wait.max.ms": 10, "auto.offset.reset": "latest"})
         try:
-            return watermarks(consumer, tps, hints, timeout=min(30.0, options.poll_timeout_ms / 1000))
+            return watermarks(consumer, tps, hints, timeout=min(30.0, options.poll_timeout_ms / 1000),
+                              committed=options.read_committed)
         except KafkaReadError:
             if attempt + 1 == attempts:
                 raise

@@ -130,6 +130,11 @@ class SourceOptions:
         """The ``group.id`` of one consumer: ``kafka.group.id`` when given, else ``groupIdPrefix-purpose-unique``."""
         return self.group_id if self.group_id is not None else f"{self.group_id_prefix}-{purpose}-{unique}"
 
+    @property
+    def read_committed(self) -> bool:
+        """``kafka.isolation.level`` is read_committed: reads end at the last stable offset."""
+        return str(self.kafka_params.get("isolation.level", "")).strip().lower() == "read_committed"
+
     def consumer_config(self, **extra: Any) -> dict[str, Any]:
         """confluent-kafka settings: ``kafka.*`` pass-through plus the reader's own."""
         config: dict[str, Any] = {

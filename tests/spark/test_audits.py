@@ -197,3 +197,47 @@ def test_audit_txn_without_internal_topics_fails_loudly(spark, rk_settings):
     result = audit_txn(spark, rk_settings.bootstrap_servers, topic_prefix=rk_settings.topic_prefix, allow_empty=True)
     assert result.summary["transactions"] == 0
     assert not TopicAdmin(rk_settings).exists(half)  # nothing auto-created
+
+
+@pytest.mark.rk_needs("hide-aborted")
+def test_an_audit_reads_committed_records_only_and_stops_before_an_open_transaction(spark, rk_topic, rk_settings,
+                                                                                   produce):
+    """Plain records, a committed transaction, an aborted one that would repeat earlier sequences, and one
+    still open: the audit counts the first two, reads up to the open one's first offset, and sees no aborted
+    record (issue 22 item 4)."""
+    from confluent_kafka import Producer
+
+    topic = rk_topic(partitions=1)
+    bs = rk_settings.bootstrap_servers
+
+    def records(seqs):
+        return [Record(value=b"v", key=b"k", partition=0, headers=[("seq", str(s).encode())]) for s in seqs]
+
+    produce(topic, records(range(1, 6)))  # offsets 0-4
+
+    def transaction(seqs, end):
+        # the open one must outlast the audits (a loaded machine took over the broker's default minute)
+        producer = Producer({"bootstrap.servers": bs, "transactional.id": f"audit-{topic}-{seqs[0]}",
+                             "transaction.timeout.ms": 600_000})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        for r in records(seqs):
+            producer.produce(topic, value=r.value, key=r.key, partition=0, headers=r.headers)
+        producer.flush(30)
+        if end is not None:
+            end(producer)
+        return producer
+
+    transaction(list(range(6, 11)), lambda p: p.commit_transaction(30))  # 5-9, marker 10
+    transaction(list(range(3, 8)), lambda p: p.abort_transaction(30))  # 11-15, marker 16: repeats 3..7
+    still_open = transaction([11, 12], None)  # 17, 18: past the last stable offset
+    try:
+        found = audit_order(spark, bs, topic, sequence="header:seq", key="key")
+    finally:
+        still_open.abort_transaction(30)
+    assert (found.summary["messages"], found.summary["violations"], found.summary["duplicates"]) == (10, 0, 0)
+    [read] = found.reads
+    assert [(p.partition, p.start, p.end, p.rows) for p in read.partitions] == [(0, 0, 17, 10)]
+    # read_uncommitted, asked for: the aborted records are there, their sequences going back to 3
+    raw = audit_order(spark, bs, topic, sequence="header:seq", key="key", kafka={"isolation.level": "read_uncommitted"})
+    assert raw.summary["messages"] == 17 and raw.summary["violations"] + raw.summary["duplicates"] > 0, raw.summary
