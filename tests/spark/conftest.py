@@ -50,8 +50,12 @@ def engine(request, spark, monkeypatch) -> str:
 
 @pytest.fixture
 def produce(rk_settings: Settings) -> Callable[[str, Iterable[Record]], int]:
-    """``produce(topic, records)``: send records to their partitions, flush, return how many."""
-    producer = Producer({"bootstrap.servers": rk_settings.bootstrap_servers, "linger.ms": 5,
+    """``produce(topic, records)``: send records to their partitions in order, flush, return how many.
+
+    Idempotent: the audits judge order, and a plain producer's retried batch (a new topic's leader not yet
+    known, a slow broker) lands after the next one: a loaded Kafka showed 4 order violations where the test injected 1.
+    """
+    producer = Producer({"bootstrap.servers": rk_settings.bootstrap_servers, "linger.ms": 5, "enable.idempotence": True,
                          "queue.buffering.max.messages": 1_000_000, "batch.size": 1_000_000})
 
     def send(topic: str, records: Iterable[Record]) -> int:
