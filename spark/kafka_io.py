@@ -143,12 +143,12 @@ def watermarks(consumer: Consumer, tps: Iterable[TP], hints: dict[TP, int] | Non
                         log.debug("watermark probe: %s", err)
                         continue
                     raise KafkaReadError(f"watermark probe failed: {err}")
-                tp = (msg.topic(), msg.partition())
+                where = (msg.topic() or "", msg.partition() or 0)
                 if not committed:
-                    pending.discard(tp)
+                    pending.discard(where)
                 elif err is not None:  # end of partition, at the last stable offset
-                    stable[tp] = msg.offset()
-                    pending.discard(tp)
+                    stable[where] = msg.offset() or 0
+                    pending.discard(where)
         result: dict[TP, tuple[int, int]] = {}
         for tp in tps:  # the watermarks that came with the fetches
             low, high = consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
