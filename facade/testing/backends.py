@@ -181,7 +181,9 @@ class KafkaBackend(EmbeddedBackend):
 
     def __init__(self, redis_nodes: int = 3, broker_nodes: int | None = None) -> None:
         nodes = broker_nodes or int(os.environ.get("ROCKETKAFKA_TEST_KAFKA_NODES") or 1)
-        self.stack = DevStack(redis_nodes=redis_nodes, attached=True, broker="kafka", broker_nodes=nodes)
+        # quick_start: the tests time a broker that just started (C1 JIT, a few seconds of warm-up traffic)
+        self.stack = DevStack(redis_nodes=redis_nodes, attached=True, broker="kafka", broker_nodes=nodes,
+                              quick_start=True)
         self.faults = EmbeddedBackend.faults | {Capability.KILL_BROKER} | (
             {Capability.MULTI_BROKER} if nodes >= 3 else set())
 

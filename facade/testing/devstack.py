@@ -122,10 +122,14 @@ class DevStack:
         workdir: where the nodes keep their working directories (Kafka's logs live there).
         broker: ``"tansu"`` (memory storage, Python alone) or ``"kafka"`` (Apache Kafka, log on disk).
         broker_nodes: how many broker nodes (Apache Kafka only; 3 gives replication factor 3, min ISR 2).
+        quick_start: Apache Kafka only: nodes compile with C1 alone and get a few seconds of warm-up
+            traffic before :meth:`start` returns, so they answer at speed from the first test (see
+            :func:`~rocketkafka.testing.apache_kafka.node_command`). The test backend's choice; ``dev up``
+            and the benchmarks run the default JVM.
     """
 
     def __init__(self, redis_nodes: int = 3, attached: bool = True, workdir: Path | None = None,
-                 broker: str = "tansu", broker_nodes: int = 1) -> None:
+                 broker: str = "tansu", broker_nodes: int = 1, quick_start: bool = False) -> None:
         if redis_nodes < 1:
             raise StackError("redis_nodes must be at least 1")
         if broker not in BROKERS:
@@ -137,6 +141,7 @@ class DevStack:
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="rocketkafka-"))
         self.broker_kind = broker
         self.broker_nodes = broker_nodes
+        self.quick_start = quick_start
         self.brokers: list[Node] = []
         self.redis: list[Node] = []
         self._procs: dict[int, subprocess.Popen] = {}
@@ -333,10 +338,12 @@ class DevStack:
             ak.prepare_node(spec, specs, cluster_id, libs)
         self.brokers = []
         for i, spec in enumerate(specs):
-            args = ak.node_command(spec, libs)
+            args = ak.node_command(spec, libs, quick_jit=self.quick_start)
             proc = self._spawn(args, f"kafka-{i}.log")
             self.brokers.append(Node("broker", spec.port, proc.pid, args, "kafka"))
         ak.wait_ready(self.bootstrap_servers, len(specs), 60, self._dead_broker)
+        if self.quick_start:
+            ak.warm_up(self.bootstrap_servers)
         return self.brokers
 
     def _start_redis(self, index: int, port: int | None = None) -> Node:

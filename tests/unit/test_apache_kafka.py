@@ -41,6 +41,17 @@ def test_three_nodes_replicate_three_times_with_min_isr_two(tmp_path) -> None:
         assert (p["transaction.state.log.replication.factor"], p["transaction.state.log.min.isr"]) == ("3", "2")
 
 
+def test_only_a_quick_start_node_compiles_with_c1_alone(monkeypatch, tmp_path) -> None:
+    """The test backend's nodes skip C2 (its compile burst slowed a fresh broker's first tests); others keep the default."""
+    monkeypatch.setattr(apache_kafka, "java_binary", lambda: Path("/usr/bin/java"))
+    [node] = _nodes(1, tmp_path)
+    quick = apache_kafka.node_command(node, tmp_path, quick_jit=True)
+    default = apache_kafka.node_command(node, tmp_path)
+    assert "-XX:TieredStopAtLevel=1" in quick and not any("Tiered" in arg for arg in default)
+    assert quick[-2:] == default[-2:] == ["kafka.Kafka", str(node.properties_file)]
+    assert DevStack(broker="kafka").quick_start is False
+
+
 def test_cluster_ids_are_kraft_shaped_fresh_and_never_look_like_an_option() -> None:
     ids = {new_cluster_id() for _ in range(2000)}  # 1 in 64 raw draws starts with '-'
     assert len(ids) == 2000 and all(len(i) == 22 and "=" not in i and not i.startswith("-") for i in ids)
