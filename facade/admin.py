@@ -31,6 +31,9 @@ REACHABLE_WITHIN_S = 5.0
 #: learns of a new topic from the controller on its own time, so one created a moment ago (by another
 #: client) may be missing from the broker asked. A single broker's answer is final.
 NEW_TOPIC_PROPAGATION_S = 3.0
+#: Seconds a refresh of a cached partition count waits for a broker before the cached count is used (and
+#: how long it then stands before the next try).
+STALE_REFRESH_S = 2.0
 
 
 class TopicAdmin:
@@ -238,6 +241,8 @@ class TopicAdmin:
     def partitions(self, topic: str, timeout: float = 10.0) -> int:
         """Partition count of ``topic`` (cached); a look-up waits at most ``timeout`` s for the broker.
 
+        A count learnt before stays the answer while no broker answers (a restart, an outage).
+
         Raises:
             InvalidTopicNameError: ``topic`` breaks a Kafka rule, so it can never exist (the error names the rule).
             TopicNotFoundError: the topic does not exist.
@@ -248,7 +253,16 @@ class TopicAdmin:
         if cached and now - cached[0] < self._ttl:
             return cached[1]
         check_topic_name(topic)
-        meta = self._look_up(topic, timeout)
+        try:  # refreshing a known count waits little: the count is there if no broker answers
+            meta = self._look_up(topic, min(timeout, STALE_REFRESH_S) if cached else timeout)
+        except BrokerUnavailableError:
+            if cached is None:
+                raise
+            # the last count beats no answer while the broker is away (partitions are only ever added), as
+            # librdkafka keeps its metadata: a delayed send's route must not fail on a broker restart
+            log.debug("no broker answered about %s: its last known partition count (%d) stands", topic, cached[1])
+            self._cache[topic] = (now - self._ttl + STALE_REFRESH_S, cached[1])  # asked again in a moment
+            return cached[1]
         if meta is None:
             raise TopicNotFoundError(topic)
         count = len(meta.partitions)
