@@ -35,7 +35,9 @@ def _chaos(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dic
     done = subprocess.run([sys.executable, "-m", "rocketkafka.tools.cli", "chaos", "--fault-interval", "4", *args,
                            "--out", str(out)], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     print(done.stdout[-6000:])
-    return done, json.loads((out / "verdict.json").read_text()), out
+    verdict = out / "verdict.json"
+    assert verdict.exists(), f"the chaos run gave no verdict (exit {done.returncode}):\n{done.stderr[-4000:]}"
+    return done, json.loads(verdict.read_text()), out
 
 
 @pytest.mark.skipif(not KAFKA, reason="needs the kafka backend: a killed Tansu loses its memory log (by design)")
