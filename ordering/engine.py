@@ -74,6 +74,8 @@ MAINTAIN_EVERY_S = 0.005
 CLIENT_CHECK_MS = 5000
 #: Statistics in a row without a broker in reach before the client is replaced (one may fall between two states).
 BROKERLESS_REPORTS = 2
+#: Seconds closing the engine waits for each replaced client's close to finish.
+CLOSE_REPLACED_S = 5.0
 
 
 @dataclass(eq=False)
@@ -165,6 +167,7 @@ class OwnershipEngine:
         self.commits = 0  # commit requests sent
         self.clients_replaced = 0  # Kafka clients replaced after they lost every broker
         self._brokerless = 0  # statistics in a row that named no broker
+        self._closers: list[threading.Thread] = []  # threads closing replaced clients
         self.on_assigned: Callable[[list[TP]], None] | None = None  # poll thread, after claims were created
         self.on_released: Callable[[list[TP], bool], None] | None = None  # poll thread, (partitions, lost)
 
@@ -319,16 +322,33 @@ class OwnershipEngine:
                 close()
             except Exception:
                 log.warning("%s: closing failed", self.name, exc_info=True)
+        for closer in self._closers:  # replaced clients: closing one without a broker may take a while
+            closer.join(CLOSE_REPLACED_S)
+            if closer.is_alive():
+                log.warning("%s: a replaced Kafka client is still closing after %g s", self.name, CLOSE_REPLACED_S)
+        self._closers.clear()
 
     # -- the Kafka client --------------------------------------------------------------------
     def _new_client(self) -> Consumer:
-        """A Kafka consumer of the engine's own, reporting its statistics to :meth:`_on_stats`."""
+        """A Kafka consumer of the engine's own, reporting its statistics to :meth:`_on_stats` while it is
+        the current one (a replaced client, closing on its own thread, may still report)."""
+        made: list[Consumer] = []
+
+        def on_stats(stats: str) -> None:
+            if made and made[0] is self._kafka:
+                self._on_stats(stats)
+
         config = self.settings.kafka_config(**{**self._kafka_config, "group.id": self._offsets_group,
                                                "on_commit": self.on_commit})
         config.setdefault("statistics.interval.ms", CLIENT_CHECK_MS)  # a caller's own interval (0: off) stands
+        if not int(config["statistics.interval.ms"]):
+            log.info("%s: statistics.interval.ms=0, so a Kafka client that loses every broker is not replaced",
+                     self.name)
         theirs = config.get("stats_cb")
-        config["stats_cb"] = self._on_stats if theirs is None else _both(self._on_stats, theirs)
-        return kafka_client(Consumer, config)
+        config["stats_cb"] = on_stats if theirs is None else _both(on_stats, theirs)
+        client = kafka_client(Consumer, config)
+        made.append(client)
+        return client
 
     def _on_stats(self, stats: str) -> None:
         """librdkafka's statistics (JSON, served on the poll thread): does the client still reach for a broker?"""
@@ -345,24 +365,29 @@ class OwnershipEngine:
         The old client is closed on a thread of its own, as closing a client without a broker may wait.
         """
         old = self._kafka
-        self._kafka = self._new_client()
-        self._brokerless = 0
-        self.clients_replaced += 1
-        log.warning("%s: the Kafka client reaches for no broker any more (it forgot them after a Metadata answer "
-                    "that listed none, as while every broker is fenced); a new client goes on with its %d "
-                    "partition(s)", self.name, len(self._by_tp))
-        for owned in [*self._owned.values(), *self._leaving.values()]:
-            owned.committed.clear()
-        self._commit_soon()
-        assignment = [TopicPartition(*tp, owned.fetch_from[tp]) for owned in self._owned.values()
-                      for tp in owned.partitions]
-        if assignment:
-            self._kafka.incremental_assign(assignment)
-        paused = [TopicPartition(*tp) for owned in self._owned.values() for tp in owned.paused]
-        if paused:
-            self._kafka.pause(paused)
-        if old is not None:
-            threading.Thread(target=_close_quietly, args=(old, self.name), name="rk-client-close", daemon=True).start()
+        try:
+            self._kafka = self._new_client()
+            self._brokerless = 0
+            self.clients_replaced += 1
+            log.warning("%s: the Kafka client reaches for no broker any more (it forgot them after a Metadata "
+                        "answer that listed none, as while every broker is fenced); a new client goes on with its "
+                        "%d partition(s)", self.name, len(self._by_tp))
+            for owned in [*self._owned.values(), *self._leaving.values()]:
+                owned.committed.clear()
+            self._commit_soon()
+            assignment = [TopicPartition(*tp, owned.fetch_from[tp]) for owned in self._owned.values()
+                          for tp in owned.partitions]
+            if assignment:
+                self._kafka.incremental_assign(assignment)
+            paused = [TopicPartition(*tp) for owned in self._owned.values() for tp in owned.paused]
+            if paused:
+                self._kafka.pause(paused)
+        finally:  # the old client goes whatever happened here
+            if old is not None and old is not self._kafka:
+                closer = threading.Thread(target=_close_quietly, args=(old, self.name), name="rk-client-close",
+                                          daemon=True)
+                closer.start()
+                self._closers.append(closer)
 
     # -- the loop's parts (poll thread) ------------------------------------------------------
     def maintain(self) -> None:

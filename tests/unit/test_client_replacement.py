@@ -220,7 +220,21 @@ def test_a_callers_own_statistics_callback_still_gets_every_report(monkeypatch):
     seen: list[str] = []
     made = OwnershipEngine("g", NOWHERE, OwnershipOptions(instance_name="m"), FakeStep(), broadcasting=True,
                            kafka_config={"stats_cb": seen.append, "statistics.interval.ms": 1000})
-    client = made._new_client()
+    client = made._kafka = made._new_client()
     assert client.config["statistics.interval.ms"] == 1000
     client.config["stats_cb"](BROKERLESS)
     assert seen == [BROKERLESS] and made._brokerless == 1
+
+
+def test_a_replaced_clients_late_reports_are_not_counted(monkeypatch):
+    """A replaced client closes on its own thread and may still report: its no-broker statistics must not
+    count against the new client."""
+    FakeConsumer.made = []
+    monkeypatch.setattr(engine_module, "Consumer", FakeConsumer)
+    made = OwnershipEngine("g", NOWHERE, OwnershipOptions(instance_name="m"), FakeStep(), broadcasting=True)
+    old = made._kafka = made._new_client()
+    made._kafka = made._new_client()
+    old.config["stats_cb"](BROKERLESS)
+    assert made._brokerless == 0
+    made._kafka.config["stats_cb"](BROKERLESS)
+    assert made._brokerless == 1
