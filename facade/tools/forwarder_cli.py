@@ -60,11 +60,11 @@ def delay_forwarder(group: str | None, levels: str | None, metrics_port: int | N
     settings = command_settings()
     if levels:
         settings = settings.model_copy(update={"delay": DelayConfig.load(levels=levels)})
-    options = {**service.consumer_options, **parse_options(options)}
+    consumer_options = {**service.consumer_options, **parse_options(options)}
     port = service_metrics_port(metrics_port, service.metrics_port)
     stop = stop_on_signals()
     forwarder = start_when_reachable(
-        lambda: DelayForwarder(settings, group=group or service.group, consumer_options=options,
+        lambda: DelayForwarder(settings, group=group or service.group, consumer_options=consumer_options,
                                metrics_port=port).start(), stop, "delay forwarder")
     if forwarder is None:
         return

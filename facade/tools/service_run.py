@@ -14,7 +14,9 @@ import threading
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
-from rocketkafka.errors import BrokerUnavailableError, RedisUnavailableError
+from confluent_kafka import KafkaError
+
+from rocketkafka.errors import BrokerUnavailableError, RedisAuthError, RedisUnavailableError
 from rocketkafka.ordering.lifecycle import Health
 
 log = logging.getLogger(__name__)
@@ -54,7 +56,12 @@ def start_when_reachable(start: Callable[[], S], stop: threading.Event, what: st
     while not stop.is_set():
         try:
             return start()
+        except RedisAuthError:  # a RedisUnavailableError, but no wait mends refused credentials
+            raise
         except (BrokerUnavailableError, RedisUnavailableError) as exc:
+            if isinstance(exc, BrokerUnavailableError) and exc.args and isinstance(exc.args[0], KafkaError) \
+                    and exc.args[0].code() == KafkaError._AUTHENTICATION:
+                raise
             log.warning("%s cannot start yet: %s; trying again in %.0f s", what, exc, wait)
         if stop.wait(wait):
             break

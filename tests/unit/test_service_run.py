@@ -6,7 +6,9 @@ import threading
 
 import pytest
 
-from rocketkafka.errors import BrokerUnavailableError, ConfigError, RedisUnavailableError
+from confluent_kafka import KafkaError, KafkaException
+
+from rocketkafka.errors import BrokerUnavailableError, ConfigError, RedisAuthError, RedisUnavailableError
 from rocketkafka.tools import service_run
 from rocketkafka.tools.service_run import start_when_reachable
 
@@ -33,14 +35,19 @@ def test_start_is_tried_again_while_nothing_answers_then_returns_the_service(cap
     assert "127.0.0.1:9" in caplog.records[0].getMessage()
 
 
-def test_other_errors_end_the_wait_at_once():
+@pytest.mark.parametrize("error", [
+    ConfigError("bad setting"),
+    RedisAuthError({"redis://127.0.0.1:1": "WRONGPASS"}),
+    BrokerUnavailableError("127.0.0.1:9", 5.0, KafkaException(KafkaError(KafkaError._AUTHENTICATION, "SASL"))),
+], ids=["config", "redis-credentials", "kafka-credentials"])
+def test_errors_no_wait_mends_end_it_at_once(error):
     calls = []
 
     def start():
         calls.append(1)
-        raise ConfigError("bad setting")
+        raise error
 
-    with pytest.raises(ConfigError):
+    with pytest.raises(type(error)):
         start_when_reachable(start, threading.Event(), "the service")
     assert calls == [1]
 
