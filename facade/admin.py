@@ -261,7 +261,7 @@ class TopicAdmin:
             # the last count beats no answer while the broker is away (partitions are only ever added), as
             # librdkafka keeps its metadata: a delayed send's route must not fail on a broker restart
             log.debug("no broker answered about %s: its last known partition count (%d) stands", topic, cached[1])
-            self._cache[topic] = (now - self._ttl + STALE_REFRESH_S, cached[1])  # asked again in a moment
+            self._cache[topic] = (time.monotonic() - self._ttl + STALE_REFRESH_S, cached[1])  # asked again soon
             return cached[1]
         if meta is None:
             raise TopicNotFoundError(topic)

@@ -39,12 +39,19 @@ def _admin(client: FakeClient, ttl: float) -> TopicAdmin:
     return made
 
 
-def test_a_known_count_stands_while_no_broker_answers_and_refreshing_it_waits_little():
+def test_a_known_count_stands_while_no_broker_answers_and_refreshing_it_waits_little(monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr(admin_module.time, "monotonic", lambda: clock[0])
     client = FakeClient({"orders": 8}, None)
-    admin = _admin(client, ttl=0.0)  # every call refreshes
+    admin = _admin(client, ttl=30.0)
     assert admin.partitions("orders", timeout=10) == 8
+    clock[0] += 31.0  # aged out
     assert admin.partitions("orders", timeout=10) == 8  # the broker is away: the last count
     assert client.timeouts == [10, admin_module.STALE_REFRESH_S]
+    clock[0] += admin_module.STALE_REFRESH_S / 2  # stands a moment: not asked again at once
+    assert admin.partitions("orders", timeout=10) == 8 and len(client.timeouts) == 2
+    clock[0] += admin_module.STALE_REFRESH_S
+    assert admin.partitions("orders", timeout=10) == 8 and len(client.timeouts) == 3
 
 
 def test_without_a_known_count_an_unreachable_broker_is_an_error():
