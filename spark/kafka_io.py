@@ -126,6 +126,8 @@ def watermarks(consumer: Consumer, tps: Iterable[TP], hints: dict[TP, int] | Non
             raise KafkaReadError(f"cannot query offsets of {tp[0]}-{tp[1]}: {exc}") from None
         lows[tp] = low
         start = max(low, listed_high, hints.get(tp, 0)) - 1
+        if committed:  # the end event comes only at the last stable offset (ListOffsets' answer here): not past it
+            start = min(start, max(low, listed_high) - 1)
         assignment.append(TopicPartition(tp[0], tp[1], start if start >= low else OFFSET_BEGINNING))
     consumer.assign(assignment)
     pending = set(tps)
