@@ -115,8 +115,12 @@ def raw_consume_by_partition(bootstrap_servers: str, topic: str, ends: dict[int,
 
 
 def fill_audit_topic(bootstrap_servers: str, topic: str, n: int, keys: int = 1000) -> None:
-    """``n`` keyed records (key ``k<i % keys>``) with a per-key increasing ``seq`` header, for audit-order."""
-    producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 5, "batch.size": 1_000_000})
+    """``n`` keyed records (key ``k<i % keys>``) with a per-key increasing ``seq`` header, for audit-order.
+
+    Idempotent: the audit judges order, and a plain producer's retried batch lands after the next one
+    (249 violations in 5,000 records on a loaded Apache Kafka)."""
+    producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 5, "batch.size": 1_000_000,
+                         "enable.idempotence": True})
     for i in range(n):
         while True:
             try:
