@@ -34,7 +34,7 @@ class Service(Protocol):
     def close(self) -> None: ...
 
 
-S = TypeVar("S", bound=Service)
+T = TypeVar("T")
 
 
 def stop_on_signals() -> threading.Event:
@@ -45,8 +45,8 @@ def stop_on_signals() -> threading.Event:
     return stop
 
 
-def start_when_reachable(start: Callable[[], S], stop: threading.Event, what: str) -> S | None:
-    """``start()`` until it returns a started service, trying again while no broker or no Redis node answers.
+def start_when_reachable(start: Callable[[], T], stop: threading.Event, what: str) -> T | None:
+    """``start()`` until it returns (a started service), trying again while no broker or no Redis node answers.
 
     ``start`` must build a new service each time (a failed start leaves the service closed). Returns None
     when ``stop`` is set before any try succeeds. Other errors (a bad setting, refused credentials) end

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rocketkafka.tools.chaos.plan import ChaosPlan, Kind
+from rocketkafka.tools.service_run import start_when_reachable
 from rocketkafka.config import Settings
 from rocketkafka.message import Message
 from rocketkafka.producer import Producer
@@ -126,12 +127,15 @@ class Traffic:
     # -- pacing --------------------------------------------------------------------
     def _pace(self, kind: Kind, rate: float, make: Callable[[], Callable[[], None]]) -> None:
         """Send ``rate`` per second in 100 ms ticks."""
-        try:
-            send, close = make()
+        try:  # a broker that does not answer yet (fresh, loaded, restarting) is waited for, as by the sidecars
+            made = start_when_reachable(make, self._stop, f"{kind.value} traffic")
         except BaseException as exc:
             self.errors.append(exc)
             log.exception("%s producer did not start", kind.value)
             return
+        if made is None:  # stopped before the broker answered
+            return
+        send, close = made
         try:
             per_tick, carry, tick = rate / 10, 0.0, time.monotonic()
             while not self._stop.is_set():
