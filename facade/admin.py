@@ -232,9 +232,13 @@ class TopicAdmin:
         return {name: len(meta.partitions) for name, meta in self._list(timeout).items()}
 
     def _list(self, timeout: float) -> dict[str, Any]:
+        """Every topic's metadata (see :meth:`_metadata`)."""
+        return self._metadata(timeout).topics
+
+    def _metadata(self, timeout: float) -> Any:
         """``list_topics()`` without a topic argument (asking for one by name may auto-create it)."""
         try:
-            return self._client.list_topics(timeout=timeout).topics
+            return self._client.list_topics(timeout=timeout)
         except KafkaException as exc:
             raise BrokerUnavailableError(self.settings.bootstrap_servers, timeout, exc) from exc
 
@@ -274,10 +278,7 @@ class TopicAdmin:
         of asking again where several brokers may disagree)."""
         give_up = time.monotonic() + NEW_TOPIC_PROPAGATION_S
         while True:
-            try:
-                listing = self._client.list_topics(timeout=timeout)
-            except KafkaException as exc:
-                raise BrokerUnavailableError(self.settings.bootstrap_servers, timeout, exc) from exc
+            listing = self._metadata(timeout)
             meta = listing.topics.get(topic)
             if meta is not None and (meta.error is None or meta.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART):
                 return meta
