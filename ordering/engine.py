@@ -686,6 +686,9 @@ class OwnershipEngine:
         for tp in owned.partitions:
             self._by_tp.pop(tp, None)
         self._ambiguous = _shared_numbers(self._by_tp)
+        if owned.paused:  # librdkafka keeps a pause through unassign and assign: the next claim would never fetch
+            self.kafka.resume([TopicPartition(*tp) for tp in owned.paused])
+            owned.paused.clear()
         self.kafka.incremental_unassign([TopicPartition(*tp) for tp in owned.partitions])
 
     def release_all(self, timeout: float = RELEASE_PATIENCE_S) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from rocketkafka import Message
 from rocketkafka.txn import TransactionStatus
-from tests.txn.conftest import Store, tx_ids, wait_until
+from tests.txn.conftest import FAST_MEMBERSHIP, Store, tx_ids, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -55,3 +55,32 @@ def test_foreign_records_in_half_and_op_topics_never_block_a_partition(rk_settin
     parked = read_topic(rk_settings.topics.max_check())
     assert len(parked) == 4 and all(header_map(r.headers())[Header.DLQ_REASON] for r in parked)
     assert checker.stats().malformed == 4
+
+
+@pytest.mark.rk_needs("pause-redis")
+def test_halves_paused_at_the_buffer_limit_are_fetched_again_after_the_lock_was_lost(rk_backend, rk_settings, rk_topic,
+                                                                                     make_producer, make_checker,
+                                                                                     read_topic):
+    """The checker loses its lock (a Redis majority stops answering) while fetching of its half partition is paused
+    at the buffer limit. librdkafka keeps a pause through unassign and assign, so unless the engine resumes the
+    partition as it lets it go, the retaken claim never fetches a half again and nothing is ever checked (seen
+    under load: 10,000 pending halves stalled after one lock round timed out)."""
+    topic = rk_topic(partitions=1)
+    producer = make_producer("pg", lambda m: TransactionStatus.COMMIT, half_partitions=1)
+    # halves younger than the timeout wait in the buffer: it fills past its limit and the partition is paused
+    checker = make_checker(half_partitions=1, max_buffered_halves=10, transaction_timeout_ms=8000)
+    ids = [producer.send_message_in_transaction(Message(topic, b"%d" % i), lambda m, arg: TransactionStatus.UNKNOWN)
+           .transaction_id for i in range(100)]
+    assert wait_until(lambda: checker.stats().buffered_halves > 10, 10), checker.stats()
+    expiry_s = (FAST_MEMBERSHIP["lock_client_expiry_ms"] + FAST_MEMBERSHIP["lock_renew_interval_ms"]) / 1000
+    stopped: list[int] = []
+    try:
+        for index in (0, 1):
+            rk_backend.pause_redis(index)
+            stopped.append(index)
+        assert wait_until(lambda: checker.stats().locks_lost >= 1, expiry_s + 5), "the lock was never lost"
+    finally:
+        for index in stopped:
+            rk_backend.resume_redis(index)
+    assert wait_until(lambda: sorted(tx_ids(read_topic(topic))) == sorted(ids), 40), \
+        f"{len(tx_ids(read_topic(topic)))} of {len(ids)} committed; checker {checker.stats()}"

@@ -215,8 +215,12 @@ def test_ten_thousand_pending_halves_keep_progress_moving_with_bounded_memory(rk
     results = _send_all(producer, topic, n, lambda m, i: UNKNOWN)
     ids = [r.transaction_id for r in results]
     expected = {t for i, t in enumerate(ids) if i % 2 == 0}
-    assert wait_until(lambda: set(tx_ids(read_topic(topic, 60))) == expected, 120)
-    assert wait_until(lambda: _all_halves_decided(rk_settings, read_topic, partitions), 60)
+    if not wait_until(lambda: set(tx_ids(read_topic(topic, 60))) == expected, 120):
+        landed = set(tx_ids(read_topic(topic, 60)))
+        pytest.fail(f"after 120 s {len(expected - landed)} of {len(expected)} committed messages missing, "
+                    f"{len(landed - expected)} unexpected; checker {checker.stats()}")
+    assert wait_until(lambda: _all_halves_decided(rk_settings, read_topic, partitions), 60), \
+        (_half_ends(read_topic, rk_settings.topics.half()), checker.stats())
     stats = checker.stats()
     # memory: fetching pauses at the limit; at most one fetch batch (1000) lands on top per partition
     assert stats.peak_buffered_halves <= partitions * (limit + 1000), stats
