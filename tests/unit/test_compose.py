@@ -148,10 +148,11 @@ def known_env_names() -> set[str]:
     from rocketkafka.tools.forwarder_cli import ForwarderSettings
     from rocketkafka.schedule.levels import DelayConfig
     from rocketkafka.config import Settings
+    from rocketkafka.spark.connector import CONNECTOR_ENV, JARS_DIR_ENV
     from rocketkafka.spark.engine import ENGINE_ENV
     from rocketkafka.txn.options import _CheckerEnvironment
 
-    names = {ENGINE_ENV, "ROCKETKAFKA_SPARK_MASTER", "ROCKETKAFKA_HOME"}
+    names = {ENGINE_ENV, CONNECTOR_ENV, JARS_DIR_ENV, "ROCKETKAFKA_SPARK_MASTER", "ROCKETKAFKA_HOME"}
     for cls in (Settings, ForwarderSettings, DelayConfig, _CheckerEnvironment):
         prefix = cls.model_config["env_prefix"]
         names |= {(prefix + field).upper() for field in cls.model_fields}
@@ -301,3 +302,22 @@ def test_dockerfile_runs_rocketkafka_with_a_healthcheck() -> None:
     assert user and user[-1] not in ("root", "0"), "the sidecars must not run as root"
     assert "ARG" in keywords[: keywords.index("FROM")], "the base image is an ARG"
     assert (REPO / ".dockerignore").is_file(), "the build context (repo root) needs a .dockerignore"
+
+
+def test_the_spark_job_reads_through_sparks_kafka_source_whose_jars_the_image_carries(
+        services: dict[str, dict[str, Any]]) -> None:
+    """The compose Spark job asks for the JVM engine (it fails, not falls back, without the jars), and the image
+    carries the jars: a build stage fetches them with ``rocketkafka spark connector`` into the directory the final
+    stage copies and names in ``ROCKETKAFKA_SPARK_JARS_DIR``."""
+    spark_jobs = {name: args for name, args in _rocketkafka_services(services).items() if args[0] == "spark"}
+    assert spark_jobs and all(args[args.index("--engine") + 1] == "jvm" for args in spark_jobs.values()), spark_jobs
+    instructions = dockerfile_instructions(SIDECAR_DOCKERFILE)
+    stages = [i for i, (k, _) in enumerate(instructions) if k == "FROM"]
+    fetch_stage, final = instructions[stages[0]:stages[-1]], instructions[stages[-1]:]
+    stage_name = instructions[stages[0]][1].split()[-1]
+    assert len(stages) == 2 and " AS " in instructions[stages[0]][1].upper()
+    assert any(k == "RUN" and "rocketkafka spark connector" in a for k, a in fetch_stage)
+    jars_dir = next(re.search(r"ROCKETKAFKA_SPARK_JARS_DIR=(\S+)", a).group(1) for k, a in final
+                    if k == "ENV" and "ROCKETKAFKA_SPARK_JARS_DIR=" in a)
+    assert (f"--from={stage_name} {jars_dir} {jars_dir}") in {a for k, a in final if k == "COPY"}
+    assert any(k == "ENV" and f"ROCKETKAFKA_SPARK_JARS_DIR={jars_dir}" in a for k, a in fetch_stage)
