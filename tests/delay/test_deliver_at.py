@@ -36,14 +36,17 @@ def test_arbitrary_delays_end_exactly_on_time(rk_settings, rk_topic, delay_confi
     asked_due: dict[str, int] = {}  # deliver_at messages: the absolute due time asked for (epoch ms)
     for i in range(600):  # 200 of each delay over ~3 s, interleaved, half as `delay`, half as an absolute `deliver_at`
         seconds = DELAYS_S[i % 3]
+        at = None
         if i % 2:
             msg = Message(topic, body=str(i).encode(), keys=[f"k{i}"], delay=timedelta(seconds=seconds))
         else:
             at = datetime.now(timezone.utc) + timedelta(seconds=seconds)
             msg = Message(topic, body=str(i).encode(), keys=[f"k{i}"], deliver_at=at)
-            asked_due[msg.id] = round(at.timestamp() * 1000)
         producer.send_async(msg, lambda r: None)
+        assert msg.id is not None  # given at send
         wanted[msg.id] = seconds
+        if at is not None:
+            asked_due[msg.id] = round(at.timestamp() * 1000)
         if i % 10 == 9:
             producer.poll(0)
             time.sleep(0.05)
@@ -53,6 +56,7 @@ def test_arbitrary_delays_end_exactly_on_time(rk_settings, rk_topic, delay_confi
 
     originals = delay_records(rk_settings, delay_config)
     due = {m: due_of(originals[m]) for m in wanted}
+    assert len(asked_due) == len(wanted) // 2
     for m, seconds in wanted.items():
         if m in asked_due:  # the time asked for (the test's clock reading before the send is not the library's)
             assert abs(due[m] - asked_due[m]) <= 1, (due[m], asked_due[m])
