@@ -686,7 +686,9 @@ class OwnershipEngine:
         for tp in owned.partitions:
             self._by_tp.pop(tp, None)
         self._ambiguous = _shared_numbers(self._by_tp)
-        if owned.paused:  # librdkafka keeps a pause through unassign and assign: the next claim would never fetch
+        # librdkafka keeps a pause through unassign and assign: the next claim would never fetch. Only the engine's
+        # own flow-control pauses are in ``paused`` (the drop-in's claims report no backlog: a user's pause stays).
+        if owned.paused:
             self.kafka.resume([TopicPartition(*tp) for tp in owned.paused])
             owned.paused.clear()
         self.kafka.incremental_unassign([TopicPartition(*tp) for tp in owned.partitions])

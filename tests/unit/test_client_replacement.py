@@ -78,6 +78,7 @@ class FakeConsumer:
         self.paused: list[tuple[str, int]] = []
         self.commits: list[tuple[str, int, int]] = []
         self.queued: list[FakeRecord] = []
+        self.events: list[tuple[str, list[tuple[str, int]]]] = []  # resume / unassign, in order
         self.closed = threading.Event()
         FakeConsumer.made.append(self)
 
@@ -93,7 +94,10 @@ class FakeConsumer:
         self.paused += [(tp.topic, tp.partition) for tp in partitions]
 
     def resume(self, partitions: list[Any]) -> None:
-        pass
+        self.events.append(("resume", [(tp.topic, tp.partition) for tp in partitions]))
+
+    def incremental_unassign(self, partitions: list[Any]) -> None:
+        self.events.append(("unassign", [(tp.topic, tp.partition) for tp in partitions]))
 
     def consume(self, n: int, timeout: float) -> list[FakeRecord]:
         out, self.queued = self.queued[:n], self.queued[n:]
@@ -238,3 +242,18 @@ def test_a_replaced_clients_late_reports_are_not_counted(monkeypatch):
     assert made._brokerless == 0
     made._kafka.config["stats_cb"](BROKERLESS)
     assert made._brokerless == 1
+
+
+@pytest.mark.parametrize("lost", [True, False], ids=["lost", "released"])
+def test_a_partition_paused_by_flow_control_is_resumed_as_it_is_let_go(engine, lost):
+    """librdkafka keeps a partition's pause through unassign and assign: a partition let go while flow control
+    held it back would never be fetched again by whoever owns it next in this client (the transaction checker
+    stalled so after a lost lock). The engine resumes it first; partitions not paused are not touched."""
+    engine._owned[(TOPIC, 1)].paused.add((TOPIC, 1))
+    for lock in [(TOPIC, 0), (TOPIC, 1)]:
+        if lost:
+            engine._on_lost({lock})
+        else:
+            engine._release(lock)
+    assert engine.kafka.events == [("unassign", [(TOPIC, 0)]), ("resume", [(TOPIC, 1)]), ("unassign", [(TOPIC, 1)])]
+    assert all(not owned.paused for owned in engine._leaving.values())
