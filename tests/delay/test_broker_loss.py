@@ -24,8 +24,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 RECOVERY_BOUND_MS = 20_000
 #: The same on a single node, restarted from its log 2 s after the kill: the restart itself, then each client on
 #: the path (sender, forwarder's consumer and producer, receiver) reconnects after librdkafka's back-off (up to
-#: reconnect.backoff.max.ms, 10 s). Measured: 28.6 s at most, in a run beside three other test workers.
-RESTART_BOUND_MS = 60_000
+#: reconnect.backoff.max.ms, 10 s). Measured: 28.6 s at most beside three other test workers; 72.6 s once beside
+#: three workers and a busy loop (load ~22 on 2 cores), where the restarted node answered Metadata fenced several
+#: times and the forwarder replaced its consumer four times (librdkafka issue 5301).
+RESTART_BOUND_MS = 90_000
 #: Lateness allowed to a message due once that bound has passed (three JVMs and the test share 2 cores).
 SETTLED_BOUND_MS = 1_000
 LEVEL = 4  # 1 s in tests/delay's scaled levels

@@ -175,11 +175,12 @@ def test_renewals_keep_the_lock_past_its_lease(tables):
 
 
 def test_renew_due_after_the_interval(tables):
-    a = tables("A", SHORT)
+    # a 1 s interval: a round slower than SHORT's 200 ms interval (seen under load) made a lock due at once
+    a = tables("A", LockSettings(lease_ms=4000, renew_interval_ms=1000, client_expiry_ms=3000, socket_timeout_ms=1000))
     assert not a.renew_due()  # nothing held
     a.lock_batch(P[:1])
     assert not a.renew_due()
-    assert wait_until(a.renew_due, timeout=2)
+    assert wait_until(a.renew_due, timeout=3)
     assert a.renew_batch() == set()
     assert not a.renew_due()
 

@@ -94,8 +94,11 @@ def test_streaming_dedup_within_watermark(spark, duplicated_topic, source, tmp_p
     deduped = filter_tags(dedup_by_msg_id(rocketmq_view(stream), watermark="1 hour"), "TagA || TagB")
     query = (deduped.select("msg_id").writeStream.format("memory").queryName("dedup_stream")
              .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
-    query.awaitTermination(120)
+    finished = query.awaitTermination(300)
     assert query.exception() is None
+    if not finished:
+        query.stop()
+        pytest.fail("the availableNow query did not end within 300 s")
     ids = [r.msg_id for r in spark.table("dedup_stream").collect()]
     assert len(ids) == len(set(ids)) == 200  # TagA and TagB, each message once despite 60 resends
 
