@@ -107,7 +107,7 @@ def watermarks(consumer: Consumer, tps: Iterable[TP], hints: dict[TP, int] | Non
         consumer: a consumer from :func:`open_consumer` (its assignment is replaced).
         tps: the partitions.
         hints: offsets known to be at or below the end (e.g. a previous end); the fetch
-            starts just before ``max(hint, ListOffsets latest)``.
+            starts just before ``max(hint, ListOffsets latest)`` (read_committed: before ListOffsets latest).
         timeout: seconds to wait for every partition's first fetch.
 
     Raises:
@@ -125,9 +125,10 @@ def watermarks(consumer: Consumer, tps: Iterable[TP], hints: dict[TP, int] | Non
         except KafkaException as exc:
             raise KafkaReadError(f"cannot query offsets of {tp[0]}-{tp[1]}: {exc}") from None
         lows[tp] = low
-        start = max(low, listed_high, hints.get(tp, 0)) - 1
-        if committed:  # the end event comes only at the last stable offset (ListOffsets' answer here): not past it
-            start = min(start, max(low, listed_high) - 1)
+        listed = max(low, listed_high)
+        # read_committed: the end event comes only at the last stable offset (ListOffsets' answer here), so a hint
+        # past it is no start
+        start = (listed if committed else max(listed, hints.get(tp, 0))) - 1
         assignment.append(TopicPartition(tp[0], tp[1], start if start >= low else OFFSET_BEGINNING))
     consumer.assign(assignment)
     pending = set(tps)
