@@ -48,8 +48,12 @@ def _turn(folder: Path, exclusive: bool) -> Iterator[None]:
 
 
 def scrape(port: int) -> dict[tuple[str, frozenset], float]:
-    """``{(sample name, labels): value}`` from ``http://127.0.0.1:port/metrics``."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    """``{(sample name, labels): value}`` from ``http://127.0.0.1:port/metrics``.
+
+    Waits as long as Prometheus does by default (``scrape_timeout`` 10 s): a CI run on the Kafka
+    suite once saw a scrape go unanswered for 5 s while 300 released handlers finished at once.
+    """
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     return {(s.name, frozenset(s.labels.items())): s.value
             for family in text_string_to_metric_families(text) for s in family.samples}
 

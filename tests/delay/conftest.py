@@ -6,6 +6,8 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,6 +124,40 @@ def forwarder_process(rk_settings, tmp_path):
         proc.close()
 
 
+class StallProbe:
+    """The longest a 10 ms sleep of this process overslept while the probe ran (ms).
+
+    A machine starved for CPU stops a forwarder process the same way, and a stall holds
+    back every record due in it, so one long stall moves a lateness p99 that no broker hop
+    shows (a CI run on Apache Kafka: forwarder share p99 333 ms, produce->receive p99 122 ms).
+    """
+
+    def __init__(self, period_s: float = 0.01) -> None:
+        self.longest_ms = 0.0
+        self._period, self._halt = period_s, threading.Event()
+        self._thread = threading.Thread(target=self._run, name="stall-probe", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            started = time.monotonic()
+            if self._halt.wait(self._period):
+                return
+            self.longest_ms = max(self.longest_ms, (time.monotonic() - started - self._period) * 1000)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self._thread.join()
+
+
+@pytest.fixture
+def stall_probe():
+    """A :class:`StallProbe` running for the whole test."""
+    probe = StallProbe()
+    yield probe
+    probe.stop()
+
+
 @pytest.fixture
 def receiver(rk_settings):
     """``receiver({topic: partitions}) -> Receiver``."""
@@ -171,11 +207,13 @@ class LatenessReport:
     max: float
     forward_p99: float  # forwarder's produce time - due
     transport_p99: float  # receive time - forwarder's produce time
+    stall_ms: float = 0.0  # the longest stall of the test process (StallProbe) while it measured
 
     def within_bound(self) -> bool:
         """On a quiet broker: the end-to-end p99 and the forwarder's share (its produce time - due) under
         :data:`P99_BOUND_MS` (issue 4). On a loaded one -- the broker's own last hop (produce->receive, no
-        forwarder in it) over :data:`LOADED_HOP_MS` at p99 -- the share alone, with one such hop of slack.
+        forwarder in it) over :data:`LOADED_HOP_MS` at p99 -- the share alone, with one such hop of slack
+        and the machine's longest stall (a starved forwarder process is late by as much).
 
         Lateness is exactly share + last hop per record, and the share of a record routed through
         several tiers holds the broker's earlier hops too: a CI rehearsal had share p99 17 ms for
@@ -185,14 +223,15 @@ class LatenessReport:
         """
         if self.transport_p99 <= LOADED_HOP_MS:
             return self.p99 < P99_BOUND_MS and self.forward_p99 < P99_BOUND_MS
-        return self.forward_p99 < P99_BOUND_MS + self.transport_p99
+        return self.forward_p99 < P99_BOUND_MS + self.transport_p99 + self.stall_ms
 
     def summary(self) -> str:
         return (f"n={self.count} early={len(self.early)} lateness p50={self.p50} ms p99={self.p99} ms max={self.max} ms "
-                f"(forwarder p99 {self.forward_p99} ms, produce->receive p99 {self.transport_p99} ms)")
+                f"(forwarder p99 {self.forward_p99} ms, produce->receive p99 {self.transport_p99} ms, "
+                f"longest stall of this process {self.stall_ms:.0f} ms)")
 
 
-def lateness(arrivals: list[Arrival], due: dict[str, int]) -> LatenessReport:
+def lateness(arrivals: list[Arrival], due: dict[str, int], probe: StallProbe | None = None) -> LatenessReport:
     """First arrival of each message against its due time: lateness = received - due; early = forwarded before due."""
     first: dict[str, Arrival] = {}
     for a in arrivals:
@@ -203,4 +242,4 @@ def lateness(arrivals: list[Arrival], due: dict[str, int]) -> LatenessReport:
     forward = [a.record.timestamp()[1] - due[m] for m, a in mine.items()]
     transport = [a.received_ms - a.record.timestamp()[1] for a in mine.values()]
     return LatenessReport(len(late), early, percentile(late, 0.5), percentile(late, 0.99), max(late),
-                          percentile(forward, 0.99), percentile(transport, 0.99))
+                          percentile(forward, 0.99), percentile(transport, 0.99), probe.longest_ms if probe else 0.0)

@@ -22,7 +22,8 @@ DELAYS_S = (0.35, 1.7, 7.3)
 
 
 @pytest.mark.timing
-def test_arbitrary_delays_end_exactly_on_time(rk_settings, rk_topic, delay_config, forwarder_process, receiver):
+def test_arbitrary_delays_end_exactly_on_time(rk_settings, rk_topic, delay_config, forwarder_process, receiver,
+                                              stall_probe):
     topic = rk_topic(partitions=4)
     forwarder_process("arbitrary")  # runs until the fixture stops it
     seen = receiver({topic: 4})
@@ -63,10 +64,10 @@ def test_arbitrary_delays_end_exactly_on_time(rk_settings, rk_topic, delay_confi
         else:  # the send time plus the delay
             sent_at = int(dict(originals[m].headers())[Header.ORIGIN_TIMESTAMP])
             assert abs(due[m] - sent_at - seconds * 1000) <= 1, (due[m], sent_at, seconds)
-    report = lateness(seen.arrivals, due)
+    report = lateness(seen.arrivals, due, stall_probe)
     print(f"\ndelays {DELAYS_S} s over levels {delay_config.describe()}: {report.summary()}")
     for seconds in DELAYS_S:
-        part = lateness(seen.arrivals, {m: d for m, d in due.items() if wanted[m] == seconds})
+        part = lateness(seen.arrivals, {m: d for m, d in due.items() if wanted[m] == seconds}, stall_probe)
         print(f"  {seconds} s: {part.summary()}")
     assert report.count == len(wanted) and report.early == []
     assert report.within_bound(), report.summary()

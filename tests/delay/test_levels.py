@@ -32,7 +32,7 @@ def _warm_up(producer, topic, receiver) -> None:
 
 @pytest.mark.timing
 def test_every_level_is_delivered_on_time_to_its_partition_intact(rk_settings, rk_topic, delay_config,
-                                                                  forwarder_process, receiver):
+                                                                  forwarder_process, receiver, stall_probe):
     topic = rk_topic(partitions=4)
     forwarder_process("levels")
     seen = receiver({topic: 4})
@@ -59,7 +59,7 @@ def test_every_level_is_delivered_on_time_to_its_partition_intact(rk_settings, r
     time.sleep(0.5)  # a duplicate would show now
     originals = delay_records(rk_settings, delay_config)
     due = {m: due_of(originals[m]) for m in sent}
-    report = lateness(seen.arrivals, due)
+    report = lateness(seen.arrivals, due, stall_probe)
     by_level: dict[int, list[int]] = defaultdict(list)
     for a in seen.arrivals:
         if a.msg_id in sent:

@@ -11,7 +11,7 @@ from rocketkafka.tools.chaos.plan import ChaosPlan, Fault
 
 
 @click.command("chaos")
-@click.option("--duration", default=300.0, show_default=True, help="seconds of traffic and faults")
+@click.option("--duration", default=300.0, show_default=True, help="seconds of traffic and faults (longer while a planned fault has not run yet)")
 @click.option("--fault-interval", default=ChaosPlan.model_fields["fault_interval"].default, show_default=True,
               help="seconds between faults")
 @click.option("--faults", default=",".join(f.value for f in Fault), show_default=True,

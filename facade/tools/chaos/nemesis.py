@@ -1,5 +1,9 @@
 """The fault schedule: one fault every ``fault_interval`` seconds, kinds round robin, victims at random.
 
+Faults run one at a time, so a slow heal (a broker restarted from its log on a loaded
+machine takes half a minute) pushes the next one back: :attr:`Nemesis.rotated` is set once
+every planned kind has run, and the run keeps its traffic going until then.
+
 Every fault heals itself (the killed process is started again, the stopped one
 continued, the Redis node restarted, the clock set back) before the next one starts, and
 is recorded with its start and heal times so the verdict can measure recovery. A fault
@@ -91,6 +95,8 @@ class Nemesis:
         self._rng = random.Random(self.plan.seed)
         self._halt = threading.Event()
         self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
+        #: Set once every fault kind of the rotation has run (at once when there is none).
+        self.rotated = threading.Event()
         self._clock_sign = 1
         self._partitions = self.plan.partitions
         unable = {
@@ -108,6 +114,8 @@ class Nemesis:
             if reason is not None and fault in self.plan.faults:
                 self.skipped.setdefault(fault.value, reason)
         self.faults = [f for f in self.plan.faults if f.value not in self.skipped]
+        if not self.faults:
+            self.rotated.set()
 
     def start(self) -> Nemesis:
         for fault, reason in self.skipped.items():
@@ -130,6 +138,8 @@ class Nemesis:
             n += 1
             event = self._inject(fault)
             self.events.append(event)
+            if n == len(self.faults):
+                self.rotated.set()
             self.say(f"  fault {n}: {event.fault} {event.target} " +
                      (f"healed after {event.healed - event.started:.1f} s" if event.healed else f"FAILED: {event.error}"))
             next_at = max(next_at + self.plan.fault_interval, time.monotonic())

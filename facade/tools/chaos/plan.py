@@ -38,7 +38,8 @@ class Fault(str, enum.Enum):
 class ChaosPlan(BaseModel):
     """One run. Durations in seconds, rates in messages per second, timings of the parts in ms."""
 
-    duration: float = Field(300.0, gt=0, description="seconds of traffic and faults")
+    duration: float = Field(300.0, gt=0, description="seconds of traffic and faults (longer "
+                            "while a planned fault has not run yet)")
     # 4 s: the default 5-minute run injects more than 50 faults (a fault that takes longer delays the next)
     fault_interval: float = Field(4.0, gt=0, description="seconds between the starts of two faults")
     faults: list[Fault] = Field(default_factory=lambda: list(Fault))

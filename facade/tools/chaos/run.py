@@ -9,6 +9,7 @@ output directory gets each process's log and handler history, ``traffic.jsonl``
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +28,8 @@ from rocketkafka.testing.clock import CLOCK_FILE_ENV
 from rocketkafka.testing.history import HandlerCall, History
 
 Say = Callable[[str], None]
+#: How long traffic may go on past the planned duration while the planned faults have not all run once.
+ROTATION_GRACE_S = 300.0
 
 
 def run_chaos(base: Settings, plan: ChaosPlan, out: Path, redis: RedisControl | None = None,
@@ -59,7 +62,11 @@ def run_chaos(base: Settings, plan: ChaosPlan, out: Path, redis: RedisControl | 
         nemesis = Nemesis(plan, consumers, forwarders, checker, redis, say, broker=broker, add_partitions=adder,
                           clock_files={c.name: c.env[CLOCK_FILE_ENV] for c in consumers},
                           skipped={Fault.ADD_PARTITIONS.value: why_not} if why_not else {}).start()
-        _progress(plan.duration, out, traffic, say)
+        started = time.monotonic()
+        _progress(plan.duration, out, traffic, say, started)
+        if not nemesis.rotated.is_set():
+            say("  traffic goes on until every planned fault has run once")
+            _progress(plan.duration + ROTATION_GRACE_S, out, traffic, say, started, until=nemesis.rotated)
         nemesis.stop()
         traffic.stop()
         traffic_end = time.time()
@@ -130,10 +137,13 @@ def _handled_ids(out: Path) -> set[str]:
     return {c.msg_id for calls in _histories(out, "handled").values() for c in calls}
 
 
-def _progress(duration: float, out: Path, traffic: Traffic, say: Say) -> None:
-    started = time.monotonic()
+def _progress(duration: float, out: Path, traffic: Traffic, say: Say, started: float,
+              until: threading.Event | None = None) -> None:
+    """Report progress every 10 s until ``duration`` seconds after ``started`` (monotonic), or ``until`` is set."""
+    done = until or threading.Event()  # a new event is never set: the whole duration
     while (left := duration - (time.monotonic() - started)) > 0:
-        time.sleep(min(10.0, left))
+        if done.wait(min(10.0, left)):
+            return
         handled = sum(p.read_bytes().count(b"\n") for p in out.glob("*.handled.jsonl"))  # cheap: lines, not ids
         say(f"  {time.monotonic() - started:5.0f} s: {len(traffic.log.sent):,} sent, {handled:,} handler calls")
 
