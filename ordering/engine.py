@@ -20,22 +20,12 @@ Flow control: a partition stops fetching while its claim holds more than
 more than ``pull_threshold_total`` (checked whenever a claim takes records), so memory is
 bounded at any partition count and any handler speed.
 
-A Kafka client that lost every broker is replaced. librdkafka (2.10 and later) forgets the
-brokers a Metadata answer leaves out, and an answer listing none -- a cluster whose every
-broker is fenced for a moment, as a single-node KRaft broker is after a stall longer than
-``broker.session.timeout.ms`` -- leaves the client without any broker for good (librdkafka
-issue 5301): no fetch, no commit, while the keeper still renews the locks, so no other
-member takes the partitions either (the forgotten broker lingers in the client's
-statistics in state ``INIT``, its thread ended; the group coordinator has no address). The
-engine reads the client's statistics every :data:`CLIENT_CHECK_MS`; two in a row in which
-no broker is connected or trying to be make it build a new client, assign it what the
-claims own where the old one stopped fetching, and let the old one go. A broker that is
-down keeps its entry trying to reconnect, so an outage replaces nothing.
+A Kafka client that lost every broker is replaced (:mod:`~rocketkafka.ordering.clients` says
+when, and why librdkafka needs it).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -51,10 +41,11 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from rocketkafka.admin import TopicAdmin
-from rocketkafka.config import Settings, kafka_client
+from rocketkafka.config import Settings
 from rocketkafka.errors import BrokerUnavailableError, StateError
 from rocketkafka.names import Header
 from rocketkafka.ordering.allocation import AllocationStrategy, Member, strategy_named
+from rocketkafka.ordering.clients import OwnClients
 from rocketkafka.ordering.keeper import Keeper
 from rocketkafka.ordering.lifecycle import Health, Lifecycle
 from rocketkafka.ordering.locks import LockTable
@@ -70,12 +61,6 @@ log = logging.getLogger(__name__)
 RELEASE_PATIENCE_S = 30.0
 #: How often :meth:`OwnershipEngine.maintain` looks for due work when nothing woke it (s).
 MAINTAIN_EVERY_S = 0.005
-#: How often librdkafka reports its statistics, which say whether the client still knows a broker (ms).
-CLIENT_CHECK_MS = 5000
-#: Statistics in a row without a broker in reach before the client is replaced (one may fall between two states).
-BROKERLESS_REPORTS = 2
-#: Seconds closing the engine waits for each replaced client's close to finish.
-CLOSE_REPLACED_S = 5.0
 
 
 @dataclass(eq=False)
@@ -165,9 +150,7 @@ class OwnershipEngine:
         self.admin: TopicAdmin | None = None
         self.failures = 0  # poll threads that died (0 or 1: a dead engine stays dead)
         self.commits = 0  # commit requests sent
-        self.clients_replaced = 0  # Kafka clients replaced after they lost every broker
-        self._brokerless = 0  # statistics in a row that named no broker
-        self._closers: list[threading.Thread] = []  # threads closing replaced clients
+        self._clients: OwnClients | None = None  # None: the caller's client (given_kafka), never replaced
         self.on_assigned: Callable[[list[TP]], None] | None = None  # poll thread, after claims were created
         self.on_released: Callable[[list[TP], bool], None] | None = None  # poll thread, (partitions, lost)
 
@@ -209,7 +192,11 @@ class OwnershipEngine:
             self.step.provision(self.admin)  # internal topics, only once Redis answered: a failed start leaves none
             for topic in self.step.topics():
                 self.admin.partitions(topic)  # TopicNotFoundError before anything fetches
-            self._kafka = self._given_kafka if self._given_kafka is not None else self._new_client()
+            if self._given_kafka is None:
+                self._clients = self._own_clients()
+                self._kafka = self._clients.new()
+            else:
+                self._kafka = self._given_kafka
             self._keeper = Keeper(self._membership, self._locks, self._progress, self._members_changed,
                                   self._lost.append, self.options.heartbeat_interval_ms / 1000,
                                   min(self.options.heartbeat_interval_ms, self.options.lock_renew_interval_ms) / 4000,
@@ -322,53 +309,30 @@ class OwnershipEngine:
                 close()
             except Exception:
                 log.warning("%s: closing failed", self.name, exc_info=True)
-        for closer in self._closers:  # replaced clients: closing one without a broker may take a while
-            closer.join(CLOSE_REPLACED_S)
-            if closer.is_alive():
-                log.warning("%s: a replaced Kafka client is still closing after %g s", self.name, CLOSE_REPLACED_S)
-        self._closers.clear()
+        if self._clients is not None:
+            self._clients.join_retired()  # closing one without a broker may take a while
 
     # -- the Kafka client --------------------------------------------------------------------
-    def _new_client(self) -> Consumer:
-        """A Kafka consumer of the engine's own, reporting its statistics to :meth:`_on_stats` while it is
-        the current one (a replaced client, closing on its own thread, may still report)."""
-        made: list[Consumer] = []
+    @property
+    def clients_replaced(self) -> int:
+        """Kafka clients of the engine's own replaced after they lost every broker."""
+        return self._clients.replaced if self._clients is not None else 0
 
-        def on_stats(stats: str) -> None:
-            if made and made[0] is self._kafka:
-                self._on_stats(stats)
-
-        config = self.settings.kafka_config(**{**self._kafka_config, "group.id": self._offsets_group,
-                                               "on_commit": self.on_commit})
-        config.setdefault("statistics.interval.ms", CLIENT_CHECK_MS)  # a caller's own interval (0: off) stands
-        if not int(config["statistics.interval.ms"]):
-            log.info("%s: statistics.interval.ms=0, so a Kafka client that loses every broker is not replaced",
-                     self.name)
-        theirs = config.get("stats_cb")
-        config["stats_cb"] = on_stats if theirs is None else _both(on_stats, theirs)
-        client = kafka_client(Consumer, config)
-        made.append(client)
-        return client
-
-    def _on_stats(self, stats: str) -> None:
-        """librdkafka's statistics (JSON, served on the poll thread): does the client still reach for a broker?"""
-        if reaches_a_broker(stats):
-            self._brokerless = 0
-        else:
-            self._brokerless += 1
+    def _own_clients(self) -> OwnClients:
+        return OwnClients(self.name, self.settings.kafka_config(**{**self._kafka_config, "group.id": self._offsets_group,
+                                                                   "on_commit": self.on_commit}))
 
     def _replace_client(self) -> None:
-        """A new Kafka client takes over from one that lost every broker (see the module docstring).
+        """A new Kafka client takes over from one that lost every broker (:mod:`~rocketkafka.ordering.clients`).
 
         It is assigned every owned partition where the old one stopped fetching (paused ones stay
         paused), and every position is committed again: commits the old client held may never land.
         The old client is closed on a thread of its own, as closing a client without a broker may wait.
         """
+        assert self._clients is not None  # only the engine's own clients are replaced
         old = self._kafka
         try:
-            self._kafka = self._new_client()
-            self._brokerless = 0
-            self.clients_replaced += 1
+            self._kafka = self._clients.new()
             log.warning("%s: the Kafka client reaches for no broker any more (it forgot them after a Metadata "
                         "answer that listed none, as while every broker is fenced); a new client goes on with its "
                         "%d partition(s)", self.name, len(self._by_tp))
@@ -384,10 +348,7 @@ class OwnershipEngine:
                 self._kafka.pause(paused)
         finally:  # the old client goes whatever happened here
             if old is not None and old is not self._kafka:
-                closer = threading.Thread(target=_close_quietly, args=(old, self.name), name="rk-client-close",
-                                          daemon=True)
-                closer.start()
-                self._closers.append(closer)
+                self._clients.retire(old)
 
     # -- the loop's parts (poll thread) ------------------------------------------------------
     def maintain(self) -> None:
@@ -400,7 +361,7 @@ class OwnershipEngine:
         if now < self._next_look and not self._lost and not self._rebalance_now.is_set():
             return
         self._next_look = now + MAINTAIN_EVERY_S
-        if self._brokerless >= BROKERLESS_REPORTS and self._given_kafka is None:
+        if self._clients is not None and self._clients.lost_every_broker:
             self._replace_client()
         while self._lost:
             self._on_lost(self._lost.popleft())
@@ -819,37 +780,3 @@ def _shared_numbers(partitions: Iterable[TP]) -> set[int]:
         if seen.setdefault(number, topic) != topic:
             shared.add(number)
     return shared
-
-
-def reaches_a_broker(stats: str) -> bool:
-    """Whether librdkafka's statistics show the client connected to a broker or trying to connect to one.
-
-    False when every broker it learned or was configured with sits in ``INIT`` (a broker thread
-    that ended: librdkafka forgot it) or there is none, and the group coordinator is not up.
-    Statistics that cannot be read count as reaching one: only a clear picture replaces a client.
-    """
-    try:
-        brokers = json.loads(stats).get("brokers", {})
-    except (ValueError, AttributeError):
-        return True
-    for broker in brokers.values():
-        source, state = broker.get("source"), broker.get("state")
-        if (source in ("learned", "configured") and state != "INIT") or (source == "logical" and state == "UP"):
-            return True
-    return False
-
-
-def _both(first: Callable[[str], None], second: Callable[[str], None]) -> Callable[[str], None]:
-    """A statistics callback calling ``first``, then the caller's own ``second``."""
-    def both(stats: str) -> None:
-        first(stats)
-        second(stats)
-    return both
-
-
-def _close_quietly(client: Any, name: str) -> None:
-    """Close a replaced Kafka client (its own thread: without a broker, closing may wait)."""
-    try:
-        client.close()
-    except Exception:
-        log.warning("%s: closing the replaced Kafka client failed", name, exc_info=True)

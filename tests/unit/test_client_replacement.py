@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from rocketkafka.config import Settings
-from rocketkafka.ordering import engine as engine_module
-from rocketkafka.ordering.engine import BROKERLESS_REPORTS, OwnershipEngine, reaches_a_broker
+from rocketkafka.ordering import clients as clients_module
+from rocketkafka.ordering.clients import BROKERLESS_REPORTS, OwnClients, reaches_a_broker
+from rocketkafka.ordering.engine import OwnershipEngine
 from rocketkafka.ordering.options import OwnershipOptions
 from rocketkafka.ordering.step import ClaimContext
 
@@ -174,9 +175,10 @@ class FakeAdmin:
 def engine(monkeypatch):
     """An engine owning both partitions of ``orders`` (committed at 5) on a fake client, without Redis."""
     FakeConsumer.made = []
-    monkeypatch.setattr(engine_module, "Consumer", FakeConsumer)
+    monkeypatch.setattr(clients_module, "Consumer", FakeConsumer)
     made = OwnershipEngine("g", NOWHERE, OwnershipOptions(instance_name="m"), FakeStep(), broadcasting=True)
-    made._kafka = made._new_client()
+    made._clients = made._own_clients()
+    made._kafka = made._clients.new()
     made.admin = FakeAdmin()
     made._rebalance()
     assert made.owned() == [(TOPIC, 0), (TOPIC, 1)]
@@ -205,7 +207,7 @@ def test_a_client_that_names_no_broker_is_replaced_where_fetching_stopped(engine
     assert new.paused == [(TOPIC, 1)]
     assert old.closed.wait(5)  # let go, on a thread of its own
     assert (TOPIC, 0, 8) in new.commits  # commits the old client held are sent again through the new one
-    assert new.config["statistics.interval.ms"] == engine_module.CLIENT_CHECK_MS
+    assert new.config["statistics.interval.ms"] == clients_module.CLIENT_CHECK_MS
 
 
 def test_one_brokerless_report_between_healthy_ones_replaces_nothing(engine):
@@ -220,28 +222,27 @@ def test_one_brokerless_report_between_healthy_ones_replaces_nothing(engine):
 
 def test_a_callers_own_statistics_callback_still_gets_every_report(monkeypatch):
     FakeConsumer.made = []
-    monkeypatch.setattr(engine_module, "Consumer", FakeConsumer)
+    monkeypatch.setattr(clients_module, "Consumer", FakeConsumer)
     seen: list[str] = []
-    made = OwnershipEngine("g", NOWHERE, OwnershipOptions(instance_name="m"), FakeStep(), broadcasting=True,
-                           kafka_config={"stats_cb": seen.append, "statistics.interval.ms": 1000})
-    client = made._kafka = made._new_client()
+    clients = OwnClients("m", {"bootstrap.servers": "127.0.0.1:9", "stats_cb": seen.append,
+                               "statistics.interval.ms": 1000})
+    client = clients.new()
     assert client.config["statistics.interval.ms"] == 1000
     client.config["stats_cb"](BROKERLESS)
-    assert seen == [BROKERLESS] and made._brokerless == 1
+    assert seen == [BROKERLESS] and clients.brokerless == 1
 
 
 def test_a_replaced_clients_late_reports_are_not_counted(monkeypatch):
     """A replaced client closes on its own thread and may still report: its no-broker statistics must not
     count against the new client."""
     FakeConsumer.made = []
-    monkeypatch.setattr(engine_module, "Consumer", FakeConsumer)
-    made = OwnershipEngine("g", NOWHERE, OwnershipOptions(instance_name="m"), FakeStep(), broadcasting=True)
-    old = made._kafka = made._new_client()
-    made._kafka = made._new_client()
+    monkeypatch.setattr(clients_module, "Consumer", FakeConsumer)
+    clients = OwnClients("m", {"bootstrap.servers": "127.0.0.1:9"})
+    old, new = clients.new(), clients.new()
     old.config["stats_cb"](BROKERLESS)
-    assert made._brokerless == 0
-    made._kafka.config["stats_cb"](BROKERLESS)
-    assert made._brokerless == 1
+    assert clients.brokerless == 0 and clients.replaced == 1
+    new.config["stats_cb"](BROKERLESS)
+    assert clients.brokerless == 1
 
 
 @pytest.mark.parametrize("lost", [True, False], ids=["lost", "released"])
