@@ -16,7 +16,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-TopicPartition = tuple[str, int]
+from rocketkafka.topic_partition import TP
+
 
 
 @dataclass(frozen=True, order=True)
@@ -33,8 +34,8 @@ class AllocationStrategy(ABC):
     name: str = "abstract"
 
     @abstractmethod
-    def allocate(self, group: str, current: str, partitions: Sequence[TopicPartition],
-                 members: Sequence[Member]) -> list[TopicPartition]:
+    def allocate(self, group: str, current: str, partitions: Sequence[TP],
+                 members: Sequence[Member]) -> list[TP]:
         """The share of ``current`` among ``members`` (empty when it is not a member)."""
 
 
@@ -79,7 +80,7 @@ class ByConfig(AllocationStrategy):
 
     name = "config"
 
-    def __init__(self, table: Mapping[str, Iterable[TopicPartition]]) -> None:
+    def __init__(self, table: Mapping[str, Iterable[TP]]) -> None:
         self.table = {member: {tuple(tp) for tp in tps} for member, tps in table.items()}
 
     def allocate(self, group, current, partitions, members):
@@ -131,7 +132,7 @@ class MachineRoomNearby(AllocationStrategy):
 
     name = "machine-room"
 
-    def __init__(self, room_of: Callable[[TopicPartition], str], inner: AllocationStrategy | None = None) -> None:
+    def __init__(self, room_of: Callable[[TP], str], inner: AllocationStrategy | None = None) -> None:
         self.room_of = room_of
         self.inner = inner or Averagely()
 

@@ -16,7 +16,8 @@ from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 from rocketkafka.admin import TopicAdmin
 from rocketkafka.message import ConsumeFromWhere
 from rocketkafka.ordering.partition import Chunker, PartitionWork
-from rocketkafka.ordering.step import TP, ClaimContext
+from rocketkafka.ordering.step import ClaimContext
+from rocketkafka.topic_partition import TP
 from rocketkafka.ordering.work import WorkManager
 
 

@@ -53,7 +53,8 @@ from rocketkafka.ordering.membership import Membership
 from rocketkafka.ordering.metrics import ConsumerMetrics, PartitionSample
 from rocketkafka.ordering.options import KAFKA_CONSUMER_DEFAULTS, OwnershipOptions
 from rocketkafka.ordering.resets import OffsetResets
-from rocketkafka.ordering.step import TP, Claim, ClaimContext, Step
+from rocketkafka.ordering.step import Claim, ClaimContext, Step
+from rocketkafka.topic_partition import TP
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +153,6 @@ class OwnershipEngine:
         self.commits = 0  # commit requests sent
         self._clients: OwnClients | None = None  # None: the caller's client (given_kafka), never replaced
         self.on_assigned: Callable[[list[TP]], None] | None = None  # poll thread, after claims were created
-        self.on_released: Callable[[list[TP], bool], None] | None = None  # poll thread, (partitions, lost)
 
     # -- lifecycle -----------------------------------------------------------------------
     @property
@@ -605,8 +605,6 @@ class OwnershipEngine:
                 owned.claim.positions()  # counts what finished since the last look
                 self.metrics.retire(lock, owned.claim.finished())
             log.info("%s released %s", self.name, lock)
-            if self.on_released is not None:
-                self.on_released(list(owned.partitions), owned.revoked)
 
     def _commit_reset(self, owned: _Owned) -> None:
         """Commit an operator's reset offsets (the rest of the claim as usual) under the lock, then unlock."""

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from rocketkafka.ordering.allocation import Member
 from rocketkafka.ordering.locks import LockTable
 from rocketkafka.ordering.membership import Membership
-from rocketkafka.ordering.step import TP
+from rocketkafka.topic_partition import TP
 
 log = logging.getLogger(__name__)
 

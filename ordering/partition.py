@@ -31,7 +31,8 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-from rocketkafka.ordering.step import TP, ClaimContext
+from rocketkafka.ordering.step import ClaimContext
+from rocketkafka.topic_partition import TP
 
 class Chunker(Protocol):
     """How a consumption mode cuts a partition's fetched records into batches, and which shard runs each.
@@ -92,9 +93,7 @@ class PartitionWork:
     def __init__(self, context: ClaimContext, submit: Callable[[Batch], None], chunker: Chunker) -> None:
         self.tp: TP = context.lock
         self.topic, self.partition = self.tp
-        self.context = context
         self.valid_until = context.valid_until
-        self.fencing_token = context.fencing_token
         self._submit, self._chunker = submit, chunker
         self._contiguous = chunker.contiguous
         self.next_offset = context.offsets[self.tp]  # after the last record taken (negative: a logical start)

@@ -45,7 +45,8 @@ from rocketkafka.names import check_group_name, check_topic_name
 from rocketkafka.ordering.background_join import BackgroundJoin
 from rocketkafka.ordering.engine import OwnershipEngine, commit_offsets
 from rocketkafka.ordering.options import ConsumerOptions
-from rocketkafka.ordering.step import TP, ClaimContext
+from rocketkafka.ordering.step import ClaimContext
+from rocketkafka.topic_partition import TP
 from rocketkafka.tags import TagFilter
 from rocketkafka.validation import validation_summary
 
@@ -103,7 +104,6 @@ class _AppClaim:
 
     def __init__(self, context: ClaimContext, step: _AppStep) -> None:
         self.tp = context.lock
-        self.context = context
         self._step = step
         self._seen = (context.offsets[self.tp], context.offsets[self.tp])  # (position, committed), poll thread
         self._final: int | None = None  # the position when the partition began to leave

@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rocketkafka.topic_partition import TP
 from rocketkafka.config import Settings
 from rocketkafka.errors import ConfigError, StateError
 from rocketkafka.message import MessageModel
@@ -67,7 +68,6 @@ from rocketkafka.upstream_setters import ConnectionSetters
 
 log = logging.getLogger(__name__)
 
-TP = tuple[str, int]
 
 
 class PushConsumer(ConnectionSetters, EngineStatus):

@@ -23,11 +23,11 @@ from collections.abc import Iterable, Mapping
 import redis
 from redis.typing import EncodableT, FieldT
 
+from rocketkafka.topic_partition import TP
 from rocketkafka.names import RedisKeys
 
 log = logging.getLogger(__name__)
 
-TP = tuple[str, int]
 
 
 def _field(tp: TP) -> str:

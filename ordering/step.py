@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-#: A (topic, partition) pair.
-TP = tuple[str, int]
+from rocketkafka.topic_partition import TP
+
 
 
 @dataclass(frozen=True, eq=False)

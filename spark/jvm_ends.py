@@ -12,7 +12,8 @@ from __future__ import annotations
 from confluent_kafka import KafkaException, TopicPartition
 
 from rocketkafka.spark.errors import KafkaReadError
-from rocketkafka.spark.kafka_io import TP, log_ends, open_consumer
+from rocketkafka.spark.kafka_io import log_ends, open_consumer
+from rocketkafka.topic_partition import TP
 from rocketkafka.spark.kafka_source import encode_offsets
 from rocketkafka.spark.options import LATEST, SourceOptions
 

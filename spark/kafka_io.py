@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from rocketkafka.topic_partition import TP
 from rocketkafka.errors import TopicNotFoundError
 from rocketkafka.spark.errors import DataLossError, KafkaReadError, SourceOptionError
 from rocketkafka.spark.options import SourceOptions
@@ -36,8 +37,6 @@ from rocketkafka.spark.schema import kafka_schema
 
 log = logging.getLogger(__name__)
 
-#: A partition of a topic: ``(topic, partition)``.
-TP = tuple[str, int]
 
 #: Arrow type of the ``timestamp`` column as PySpark expects it from a data source.
 TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")

@@ -34,7 +34,8 @@ from typing import Any
 from rocketkafka.errors import MalformedRecordError
 from rocketkafka.logs import record_fields
 from rocketkafka.names import Header, TopicNames, group_name_problem, is_valid_topic_name
-from rocketkafka.ordering.step import TP, ClaimContext
+from rocketkafka.ordering.step import ClaimContext
+from rocketkafka.topic_partition import TP
 from rocketkafka.record import Record
 from rocketkafka.sender import Sender
 from rocketkafka.txn.end import produce_all

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 from rocketkafka.config import Settings
 from rocketkafka.errors import ConfigError
-from rocketkafka.operations.reading import TP, LogReader
+from rocketkafka.operations.reading import LogReader
+from rocketkafka.topic_partition import TP
 from rocketkafka.ordering.locks import LockSettings, LockTable
 from rocketkafka.ordering.membership import MemberView, read_members
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
+from rocketkafka.topic_partition import TP
 from rocketkafka.admin import TopicAdmin
 from rocketkafka.config import Settings
 from rocketkafka.errors import BrokerUnavailableError, ConfigError
@@ -24,7 +25,6 @@ from rocketkafka.errors import BrokerUnavailableError, ConfigError
 COORDINATOR_MOVING = frozenset({KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
                                 KafkaError.COORDINATOR_NOT_AVAILABLE})
 
-TP = tuple[str, int]
 
 #: Seconds a read waits for the broker before giving up on a partition.
 READ_TIMEOUT_S = 30.0

@@ -25,7 +25,8 @@ from rocketkafka.config import Settings
 from rocketkafka.errors import ConfigError, RocketKafkaError
 from rocketkafka.names import Header
 from rocketkafka.operations.groups import ADMIN_LOCK_SETTINGS, admin_id, lock_views
-from rocketkafka.operations.reading import TP, LogReader
+from rocketkafka.operations.reading import LogReader
+from rocketkafka.topic_partition import TP
 from rocketkafka.ordering.locks import LockTable
 from rocketkafka.ordering.resets import OffsetResets
 

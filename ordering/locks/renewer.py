@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 
 from rocketkafka.errors import StateError
-from rocketkafka.ordering.locks.settings import TopicPartition
+from rocketkafka.topic_partition import TP
 from rocketkafka.ordering.locks.table import LockTable
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ class LockRenewer:
     ...     consume()
     """
 
-    def __init__(self, table: LockTable, on_lost: Callable[[set[TopicPartition]], None] | None = None,
+    def __init__(self, table: LockTable, on_lost: Callable[[set[TP]], None] | None = None,
                  tick_ms: int | None = None) -> None:
         self.table, self.on_lost = table, on_lost
         self.tick = (tick_ms if tick_ms is not None else min(max(table.settings.renew_interval_ms // 10, 10), 1000)) / 1000

@@ -13,11 +13,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rocketkafka.topic_partition import TP
 from rocketkafka.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 
 #: Redlock's minimal clock drift (ms), added to ``lease_ms * drift_factor``.
 MIN_DRIFT_MS = 2
@@ -180,7 +180,7 @@ class Held:
     valid_until: float
 
     @property
-    def tp(self) -> TopicPartition:
+    def tp(self) -> TP:
         return (self.topic, self.partition)
 
 
@@ -199,9 +199,9 @@ def tally(flag_strings: Sequence[bytes | None], count: int) -> list[int]:
     return votes
 
 
-def reported_fences(results: Sequence[Any], fresh: Sequence[TopicPartition]) -> dict[TopicPartition, list[int]]:
+def reported_fences(results: Sequence[Any], fresh: Sequence[TP]) -> dict[TP, list[int]]:
     """The highest fencing token each answering node reported per newly claimed lock."""
-    reported: dict[TopicPartition, list[int]] = {tp: [] for tp in fresh}
+    reported: dict[TP, list[int]] = {tp: [] for tp in fresh}
     for result in results:
         if result is None:
             continue
@@ -227,9 +227,9 @@ def decode_entry(result: Any) -> dict[str, Any] | None:
             "delivered": number(delivered), "acked": number(acked), "ttl_ms": max(int(pttl), 0)}
 
 
-def partition_pairs(partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+def partition_pairs(partitions: Iterable[TP]) -> list[TP]:
     """Validated ``(topic, partition)`` pairs, duplicates dropped, order kept."""
-    out: dict[TopicPartition, None] = {}
+    out: dict[TP, None] = {}
     for item in partitions:
         try:
             topic, partition = item

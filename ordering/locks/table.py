@@ -37,7 +37,6 @@ from rocketkafka.ordering.locks.nodes import LockNodes
 from rocketkafka.ordering.locks.settings import (
     Held,
     LockSettings,
-    TopicPartition,
     agree,
     decode_entry,
     issue_token,
@@ -47,6 +46,7 @@ from rocketkafka.ordering.locks.settings import (
     tally,
     valid_until,
 )
+from rocketkafka.topic_partition import TP
 
 log = logging.getLogger(__name__)
 
@@ -160,33 +160,33 @@ class LockTable:
         self.group, self.owner, self.keys, self.settings = group, owner, keys, settings
         self.quorum = quorum(len(redis_urls))
         self._nodes = LockNodes(redis_urls, settings.socket_timeout_ms)
-        self._leases: dict[TopicPartition, _Lease] = {}
-        self._floor: dict[TopicPartition, int] = {}  # highest fencing token seen per lock
+        self._leases: dict[TP, _Lease] = {}
+        self._floor: dict[TP, int] = {}  # highest fencing token seen per lock
         self.lost_total = 0  # held locks lost since start: renewal failed or came too late (metrics)
         self._state = threading.Lock()  # guards _leases and _floor
         self._rounds = threading.Lock()  # one round at a time
         self._closed = False
 
     # -- queries ----------------------------------------------------------------------------------
-    def is_held(self, tp: TopicPartition) -> bool:
+    def is_held(self, tp: TP) -> bool:
         """True when ``tp`` is held and its client-side validity has not passed (monotonic clock)."""
         with self._state:
             lease = self._leases.get(tp)
             return lease is not None and time.monotonic() < lease.held.valid_until
 
-    def valid_until(self, tp: TopicPartition) -> float:
+    def valid_until(self, tp: TP) -> float:
         """Monotonic time until which ``tp`` is ours (0.0 when not held); lock-free, for per-message checks."""
         lease = self._leases.get(tp)  # one dict read: atomic under the GIL, no need for the state lock
         return lease.held.valid_until if lease is not None else 0.0
 
-    def held(self) -> dict[TopicPartition, Held]:
+    def held(self) -> dict[TP, Held]:
         """Copies of the locks held and still valid."""
         now = time.monotonic()
         with self._state:
             return {tp: dataclasses.replace(lease.held) for tp, lease in self._leases.items()
                     if now < lease.held.valid_until}
 
-    def fencing_token(self, tp: TopicPartition) -> int | None:
+    def fencing_token(self, tp: TP) -> int | None:
         """The fencing token of ``tp`` while it is held and valid, else ``None``."""
         with self._state:
             lease = self._leases.get(tp)
@@ -201,7 +201,7 @@ class LockTable:
         with self._state:
             return any(now - lease.renewed_at >= interval for lease in self._leases.values())
 
-    def record_progress(self, tp: TopicPartition, delivered: int, acked: int) -> None:
+    def record_progress(self, tp: TP, delivered: int, acked: int) -> None:
         """Record the owner's delivered and acked offsets of ``tp`` (DeFiBus transition state).
 
         Written to the lock entry by the next renewal, in the same round trip. Ignored
@@ -219,7 +219,7 @@ class LockTable:
                 lease.delivered, lease.acked = delivered, acked
 
     # -- rounds -----------------------------------------------------------------------------------
-    def lock_batch(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Held]:
+    def lock_batch(self, partitions: Iterable[TP]) -> dict[TP, Held]:
         """Lock many partitions at once (RocketMQ ``lockBatchMQ``); returns those won.
 
         One round per node for all partitions, plus a second round (fencing tokens) when
@@ -268,7 +268,7 @@ class LockTable:
             with self._state:
                 return {tp: dataclasses.replace(leases[tp].held) for tp in order if tp in won or tp in renewed}
 
-    def renew_batch(self) -> set[TopicPartition]:
+    def renew_batch(self) -> set[TP]:
         """Renew every held lock in one round per node; returns the locks now lost.
 
         A lock is lost when its client expiry passed before this call, or this round did
@@ -285,8 +285,8 @@ class LockTable:
             with self._state:
                 expired = {tp: lease for tp, lease in self._leases.items() if now >= lease.held.valid_until}
                 live = {tp: lease for tp, lease in self._leases.items() if tp not in expired}
-            lost: set[TopicPartition] = set(expired)
-            failed: set[TopicPartition] = set()
+            lost: set[TP] = set(expired)
+            failed: set[TP] = set()
             round_ms = 0.0
             if live:
                 started = time.monotonic()
@@ -307,7 +307,7 @@ class LockTable:
                 self._release(released)
             return lost
 
-    def unlock_batch(self, partitions: Iterable[TopicPartition]) -> None:
+    def unlock_batch(self, partitions: Iterable[TP]) -> None:
         """Release partitions on every node, each only where the entry is still ours.
 
         The table forgets them first, so :meth:`is_held` is False at once. Partitions not
@@ -323,7 +323,7 @@ class LockTable:
                 leases = [self._leases.pop(tp) for tp in wanted if tp in self._leases]
             self._release(leases)
 
-    def describe(self, tp: TopicPartition) -> dict[str, Any] | None:
+    def describe(self, tp: TP) -> dict[str, Any] | None:
         """The lock entry of ``tp`` as a quorum of nodes sees it, or ``None`` when no quorum agrees.
 
         Returns a dict with ``owner``, ``fencing_token``, ``delivered`` and ``acked`` (``None``
@@ -369,12 +369,12 @@ class LockTable:
         if self._closed:
             raise StateError(f"lock table of {self.owner!r} in group {self.group!r} is closed")
 
-    def _new_lease(self, tp: TopicPartition) -> _Lease:
+    def _new_lease(self, tp: TP) -> _Lease:
         held = Held(tp[0], tp[1], fencing_token=0, acquired_at=0.0, valid_until=0.0)
         return _Lease(held, secrets.token_hex(16), self.keys.lock(self.group, *tp), self.keys.fence(self.group, *tp))
 
-    def _issue_tokens(self, attempts: dict[TopicPartition, _Lease], candidates: Sequence[TopicPartition],
-                      reported: dict[TopicPartition, list[int]], deadline: float) -> dict[TopicPartition, _Lease]:
+    def _issue_tokens(self, attempts: dict[TP, _Lease], candidates: Sequence[TP],
+                      reported: dict[TP, list[int]], deadline: float) -> dict[TP, _Lease]:
         """Second acquisition step for locks a quorum granted: issue and store fencing tokens.
 
         Returns the acquisitions a quorum confirmed before ``deadline``: those are won.
@@ -389,9 +389,9 @@ class LockTable:
             return {}
         return {tp: attempts[tp] for tp, n in zip(candidates, confirmed) if n >= self.quorum}
 
-    def _settle(self, leases: dict[TopicPartition, _Lease], votes: Sequence[int],
+    def _settle(self, leases: dict[TP, _Lease], votes: Sequence[int],
                 sent: Sequence[tuple[int, int] | None], started: float,
-                deadline: float) -> tuple[set[TopicPartition], set[TopicPartition]]:
+                deadline: float) -> tuple[set[TP], set[TP]]:
         """Apply a renewal round's votes: (renewed, lost). ``sent``: the progress each lease wrote."""
         in_time = time.monotonic() < deadline
         renewed, lost = set(), set()
