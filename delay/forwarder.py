@@ -30,7 +30,7 @@ from rocketkafka.names import check_group_name
 from rocketkafka.ordering.consume_step import ConsumeStep
 from rocketkafka.ordering.engine import OwnershipEngine
 from rocketkafka.ordering.lifecycle import EngineStatus, State
-from rocketkafka.ordering.listening import Durably
+from rocketkafka.ordering.failures import WriteUntilDurable
 from rocketkafka.ordering.metrics import ConsumerMetrics
 from rocketkafka.ordering.options import ConsumerOptions
 from rocketkafka.ordering.partition import Serial
@@ -158,7 +158,7 @@ class DelayForwarder(EngineStatus):
             self._tracer = Tracer(self.settings, f"delay forwarder {o.instance_name}")
             producer = TracedProducer(producer, self._tracer, self.tiers)
         reconsumer = Reconsumer(sender, self.group, tracer=self._tracer)
-        durably = Durably(lambda: self._closed.is_set())
+        durably = WriteUntilDurable(lambda: self._closed.is_set())
         self._handler = handler = ForwardHandler(
             self.tiers, producer, self._partitions, admin.partitions,
             lambda record, reason: self._dead_letter(reconsumer, durably, record, reason), self.metrics,
@@ -268,7 +268,7 @@ class DelayForwarder(EngineStatus):
         return self.settings.topics.dead_letter(self.group)
 
     # -- helpers ---------------------------------------------------------------------------
-    def _dead_letter(self, reconsumer: Reconsumer, durably: Durably, record: Any, reason: str) -> None:
+    def _dead_letter(self, reconsumer: Reconsumer, durably: WriteUntilDurable, record: Any, reason: str) -> None:
         """Dead-letter ``record`` with ``reason`` (durably, before its offset may commit)."""
         log_dead_letter(record, reason)
         self.metrics.on_dead_letter(reason)

@@ -21,7 +21,7 @@ from rocketkafka.ordering.allocation import (
 from rocketkafka.ordering.engine import OwnershipEngine, PartitionState
 from rocketkafka.ordering.idempotent import IdempotentConsumer, MarkState
 from rocketkafka.ordering.lifecycle import Health, State
-from rocketkafka.ordering.listening import BatchFailure, MessageBatch
+from rocketkafka.ordering.message_batch import BatchFailure, MessageBatch
 from rocketkafka.ordering.locks import Held, LockRenewer, LockSettings, LockTable
 from rocketkafka.ordering.membership import Membership, MembershipSettings
 from rocketkafka.ordering.metrics import ConsumerMetrics, PartitionSample

@@ -2,11 +2,12 @@
 
 Per batch it finds the subscription (a retry copy belongs to its original topic),
 skips records its selector leaves out (tag or SQL92, :mod:`~rocketkafka.ordering.selecting`;
-their offsets still commit), wraps each
-record as a lazy :class:`~rocketkafka.message.MessageExt` and calls the listener --
-one message per call, or a whole :class:`MessageBatch` for a batch listener. Before
-each record it checks that the partition's lock is still valid, so a process that
-stalled past its lock stops at once.
+their offsets still commit), wraps each record as a lazy :class:`~rocketkafka.message.MessageExt`
+and calls the listener -- one message per call, or a whole
+:class:`~rocketkafka.ordering.message_batch.MessageBatch` for a batch listener. Before each
+record it checks that the partition's lock is still valid, so a process that stalled past
+its lock stops at once. A failed message goes where the consumer's failure policy
+(:mod:`~rocketkafka.ordering.failures`) sends it.
 
 What a listener answers (returning ``None`` means success, raising means failure):
 
@@ -15,7 +16,7 @@ concurrent listener                          orderly (partition or key) listener
 ===========================================  ==========================================
 ``CONSUME_SUCCESS``                          ``SUCCESS``
 ``RECONSUME_LATER``: a retry copy, later     ``SUSPEND_CURRENT_QUEUE_A_MOMENT`` (or
-(:class:`FailurePolicy` decides where)       ``RECONSUME_LATER``): retried in place after
+(the failure policy decides where)           ``RECONSUME_LATER``): retried in place after
                                              the suspend time, never skipped
 --                                           :class:`~rocketkafka.message.Suspend`: pause
                                              (``failed=False``: "not yet", not counted)
@@ -35,20 +36,19 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import Any, Protocol, overload
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from rocketkafka.errors import MalformedRecordError
-from rocketkafka.logs import message_fields, record_fields
+from rocketkafka.logs import message_fields
 from rocketkafka.message import ConsumeOrderlyStatus, ConsumeStatus, MessageExt, Suspend
-from rocketkafka.message_selector import MessageSelector
-from rocketkafka.names import Header
+from rocketkafka.ordering.failures import FailurePolicy, malformed, malformed_cause
+from rocketkafka.ordering.futures import all_of, is_future
+from rocketkafka.ordering.message_batch import BatchFailure, MessageBatch
 from rocketkafka.ordering.partition import Batch, PartitionWork
 from rocketkafka.ordering.selecting import RecordFilter, record_filter
+from rocketkafka.ordering.subscriptions import Subscription, Subscriptions
 from rocketkafka.ordering.work import Outcome
-from rocketkafka.retry import Reconsumer
 
 log = logging.getLogger(__name__)
 
@@ -62,128 +62,6 @@ _CONSUME_SUCCESS, _SUCCESS = ConsumeStatus.CONSUME_SUCCESS, ConsumeOrderlyStatus
 _new_message = object.__new__
 
 
-class BatchFailure(Exception):
-    """A batch listener's answer: ``messages[:index]`` were handled, ``messages[index]`` failed.
-
-    Return it or raise it. The failed message is retried (concurrent: a retry copy; orderly:
-    in place) and the messages after it are handed to the listener again.
-    """
-
-    def __init__(self, index: int, reason: str = "batch listener failed") -> None:
-        super().__init__(f"{reason} at message {index}")
-        self.index, self.reason = index, reason
-
-
-class MessageBatch(Sequence[MessageExt]):
-    """The messages of one batch listener call: one partition, in offset order, wrapped only when read."""
-
-    __slots__ = ("_records", "_topic")
-
-    def __init__(self, records: Sequence[Any], topic: str | None = None) -> None:
-        self._records, self._topic = records, topic
-
-    def __len__(self) -> int:
-        return len(self._records)
-
-    @overload
-    def __getitem__(self, index: int) -> MessageExt: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> MessageBatch: ...
-
-    def __getitem__(self, index: int | slice) -> MessageExt | MessageBatch:
-        if isinstance(index, slice):
-            return MessageBatch(self._records[index], self._topic)
-        return MessageExt.of(self._records[index], self._topic)
-
-    def __iter__(self) -> Iterator[MessageExt]:
-        of, topic = MessageExt.of, self._topic
-        return (of(record, topic) for record in self._records)
-
-    @property
-    def records(self) -> Sequence[Any]:
-        """The confluent-kafka records behind the messages."""
-        return self._records
-
-    def __repr__(self) -> str:
-        return f"MessageBatch({len(self)} messages)"
-
-
-@dataclass(frozen=True)
-class Subscription:
-    """One subscribed topic: its selector (by tag or SQL92) and listener.
-
-    ``batch_size`` > 0 marks a batch listener: it gets up to that many messages per call.
-    """
-
-    topic: str
-    selector: MessageSelector
-    listener: Any
-    batch_size: int = 0
-
-
-class FailurePolicy(Protocol):
-    """What happens to a message whose listener failed (``reason`` says how)."""
-
-    in_place: bool  # True: retried where it is (the partition or key pauses); False: a copy goes elsewhere
-
-    def failed(self, msg: MessageExt, reason: str) -> None:
-        """Concurrent policies: dispose of the failed message durably before its offset may commit."""
-
-    def dead_letter(self, msg: MessageExt, reason: str) -> None:
-        """Write ``msg`` to the dead-letter topic, durably."""
-
-    def dead_letter_raw(self, record: Any, error: MalformedRecordError) -> None:
-        """A record that cannot be decoded: to the dead-letter topic as it is, durably."""
-
-
-class Durably:
-    """Retries a write until it is durable: a failed message's copy must exist before its offset commits."""
-
-    def __init__(self, stopping: Callable[[], bool]) -> None:
-        self._stopping = stopping
-
-    def __call__(self, write: Callable[[], Any]) -> None:
-        delay = 0.1
-        while True:
-            try:
-                write()
-                return
-            except Exception as exc:
-                if self._stopping():
-                    raise
-                log.warning("could not write a retry/dead-letter copy (%s); retrying in %.1f s", exc, delay)
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
-
-
-def malformed(msg: MessageExt) -> MalformedRecordError | None:
-    """The error of a message whose system headers are garbled or forged, else ``None`` (decodes them now).
-
-    A retry or dead-letter decision reads the reconsume count: a forged one (``-7``, ``many``)
-    must send the record to the dead-letter topic as it is, not fail that write for ever.
-    """
-    try:
-        msg.decode()
-    except MalformedRecordError as exc:
-        return exc
-    return None
-
-
-def malformed_cause(error: BaseException, record: Any) -> MalformedRecordError | None:
-    """The :class:`MalformedRecordError` about ``record`` that ``error`` is or was raised from (a listener
-    may wrap it: ``raise ValueError(...) from exc``), else ``None``."""
-    seen: set[int] = set()
-    cause: BaseException | None = error
-    while cause is not None and id(cause) not in seen:
-        if isinstance(cause, MalformedRecordError) and record is not None \
-                and (cause.offset, cause.partition, cause.topic) == (record.offset(), record.partition(), record.topic()):
-            return cause
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return None
-
-
 def _failure_at_garbled(error: BaseException, records: Sequence[Any]) -> Any:
     """A batch listener's exception as :class:`BatchFailure` at the record whose garbled header caused it
     (the records before it were handled), or the exception itself when no record's header did."""
@@ -193,70 +71,6 @@ def _failure_at_garbled(error: BaseException, records: Sequence[Any]) -> Any:
             failure.__cause__ = error  # _answer finds the MalformedRecordError through it and dead-letters at once
             return failure
     return error
-
-
-class SendBack:
-    """Clustering, concurrent: a failed message goes to the group's retry topic (RocketMQ's ``sendMessageBack``)."""
-
-    in_place = False
-
-    def __init__(self, reconsumer: Reconsumer, durably: Durably) -> None:
-        self._reconsumer, self._durably = reconsumer, durably
-
-    def failed(self, msg: MessageExt, reason: str) -> None:
-        if (error := malformed(msg)) is not None:
-            return self.dead_letter_raw(msg.record, error)
-        self._durably(lambda: self._reconsumer.send_back(msg, reason))
-
-    def dead_letter(self, msg: MessageExt, reason: str) -> None:
-        if (error := malformed(msg)) is not None:
-            return self.dead_letter_raw(msg.record, error)
-        self._durably(lambda: self._reconsumer.dead_letter(msg, reason))
-
-    def dead_letter_raw(self, record: Any, error: MalformedRecordError) -> None:
-        self._durably(lambda: self._reconsumer.dead_letter_raw(record, error))
-
-
-class RetryInPlace(SendBack):
-    """Orderly (partition or key): a failed message is retried where it is; nothing skips ahead of it."""
-
-    in_place = True
-
-
-class Drop:
-    """Broadcasting: a failure is logged and dropped, as RocketMQ does (every member has its own copy)."""
-
-    in_place = False
-
-    def failed(self, msg: MessageExt, reason: str) -> None:
-        if (error := malformed(msg)) is not None:
-            return self.dead_letter_raw(msg.record, error)
-        log.warning("broadcast message %s failed and is dropped: %s", msg.id, reason, extra=message_fields(msg))
-
-    def dead_letter(self, msg: MessageExt, reason: str) -> None:
-        self.failed(msg, reason)
-
-    def dead_letter_raw(self, record: Any, error: MalformedRecordError) -> None:
-        log.error("dropping malformed broadcast record: %s", error, extra=record_fields(record))
-
-
-class Subscriptions:
-    """The topics of a consumer and the subscription each record belongs to."""
-
-    def __init__(self, retry_topic: str | None) -> None:
-        self.by_topic: dict[str, Subscription] = {}
-        self.retry_topic = retry_topic
-
-    def add(self, subscription: Subscription) -> None:
-        self.by_topic[subscription.topic] = subscription
-
-    def of_record(self, record: Any) -> tuple[Subscription | None, str]:
-        """The subscription of a retry copy (its original topic), and the topic its listener sees."""
-        for name, value in record.headers() or ():
-            if name == Header.ORIGIN_TOPIC and value is not None:
-                topic = value.decode("utf-8", "replace")
-                return self.by_topic.get(topic), topic
-        return None, record.topic()
 
 
 class ListenerHandler:
@@ -296,7 +110,7 @@ class ListenerHandler:
             sub = self.subscriptions.by_topic[work.topic]  # the engine fetches only subscribed topics
             run = self._batches if sub.batch_size else self._messages
             end, futures, pause = run(batch, sub, start, batch.limit, None)
-        return Outcome(end - start, _all_of(futures), pause)
+        return Outcome(end - start, all_of(futures), pause)
 
     def _messages(self, batch: Batch, sub: Subscription, i: int, n: int,
                   topic: str | None) -> tuple[int, list[Any] | None, int | None]:
@@ -426,9 +240,9 @@ class ListenerHandler:
         if isinstance(status, BaseException) and (garbled := malformed_cause(status, msg.record)) is not None:
             self.policy.dead_letter_raw(msg.record, garbled)  # at once: no retry can mend a garbled header
             return None
-        if self.orderly and _is_future(status):
+        if self.orderly and is_future(status):
             return _FUTURE
-        if _is_future(status):  # a concurrent listener's future: wait for it here
+        if is_future(status):  # a concurrent listener's future: wait for it here
             try:
                 status = status.result()
             except Exception as exc:
@@ -506,31 +320,3 @@ class ListenerHandler:
 
 
 _FUTURE: Any = object()  # the orderly listener returned a future: pipelined
-
-
-def _is_future(value: Any) -> bool:
-    """A :class:`~concurrent.futures.Future`, or an object with its ``add_done_callback`` and ``exception``."""
-    return isinstance(value, Future) or (hasattr(value, "add_done_callback") and hasattr(value, "exception"))
-
-
-def _all_of(futures: list[Any] | None) -> Any:
-    """One future resolving when all of ``futures`` did (the first failure fails it); ``None`` for none."""
-    if not futures:
-        return None
-    if len(futures) == 1:
-        return futures[0]
-    combined: Future = Future()
-    remaining = [len(futures)]
-
-    def done(f: Any) -> None:
-        error = f.exception()
-        if error is not None and not combined.done():
-            combined.set_exception(error)
-            return
-        remaining[0] -= 1
-        if remaining[0] == 0 and not combined.done():
-            combined.set_result(None)
-
-    for f in futures:
-        f.add_done_callback(done)
-    return combined

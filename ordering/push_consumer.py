@@ -41,23 +41,14 @@ from rocketkafka.ordering.consume_step import ConsumeStep
 from rocketkafka.ordering.engine import OwnershipEngine
 from rocketkafka.ordering.lifecycle import EngineStatus, State
 from rocketkafka.validation import validation_summary
-from rocketkafka.ordering.listening import (
-    BatchListener,
-    Drop,
-    Durably,
-    FailurePolicy,
-    Listener,
-    ListenerHandler,
-    RetryInPlace,
-    SendBack,
-    Subscription,
-    Subscriptions,
-)
+from rocketkafka.ordering.failures import Drop, FailurePolicy, RetryInPlace, SendBack, WriteUntilDurable
+from rocketkafka.ordering.listening import BatchListener, Listener, ListenerHandler
 from rocketkafka.ordering.metrics import ConsumerMetrics
 from rocketkafka.ordering.options import ConsumerOptions
 from rocketkafka.ordering.order_keys import PARTITION, order_key_of
 from rocketkafka.ordering.partition import ByKey, Chunker, Serial, Unordered
 from rocketkafka.ordering.presence import DELAY_FORWARDER, Presence
+from rocketkafka.ordering.subscriptions import Subscription, Subscriptions
 from rocketkafka.ordering.tracing import ListenerTrace
 from rocketkafka.ordering.work import WorkManager
 from rocketkafka.retry import Reconsumer
@@ -216,7 +207,7 @@ class PushConsumer(ConnectionSetters, EngineStatus):
         messages of one partition, in offset order (RocketMQ's ``consumeMessageBatchMaxSize``).
 
         It returns ``None`` when all were handled, ``RECONSUME_LATER`` (or raises) when all
-        failed, or :class:`~rocketkafka.ordering.listening.BatchFailure` ``(i)`` when ``messages[i]``
+        failed, or :class:`~rocketkafka.ordering.message_batch.BatchFailure` ``(i)`` when ``messages[i]``
         failed and those before it were handled. Orderly modes keep their order within and
         across batches. ``expression`` / ``selector`` select messages as in :meth:`subscribe`.
         """
@@ -335,7 +326,7 @@ class PushConsumer(ConnectionSetters, EngineStatus):
     def _step(self) -> ConsumeStep:
         o = self.options
         assert self._reconsumer is not None
-        durably = Durably(lambda: self._engine is not None and self._engine.lifecycle.state is not State.RUNNING)
+        durably = WriteUntilDurable(lambda: self._engine is not None and self._engine.lifecycle.state is not State.RUNNING)
         policy: FailurePolicy = Drop() if self.broadcasting else \
             RetryInPlace(self._reconsumer, durably) if self.orderly else SendBack(self._reconsumer, durably)
         handler = ListenerHandler(self._subscriptions, policy, orderly=self.orderly,
