@@ -18,7 +18,8 @@ from rocketkafka.ordering.allocation import (
     Member,
     strategy_named,
 )
-from rocketkafka.ordering.engine import OwnershipEngine, PartitionState
+from rocketkafka.ordering.engine import OwnershipEngine
+from rocketkafka.ordering.owned import PartitionState
 from rocketkafka.ordering.idempotent import IdempotentConsumer, MarkState
 from rocketkafka.ordering.lifecycle import Health, State
 from rocketkafka.ordering.message_batch import BatchFailure, MessageBatch

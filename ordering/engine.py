@@ -34,8 +34,7 @@ import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -43,17 +42,19 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from rocketkafka.admin import TopicAdmin
 from rocketkafka.config import Settings
 from rocketkafka.errors import BrokerUnavailableError, StateError
-from rocketkafka.names import Header
 from rocketkafka.ordering.allocation import AllocationStrategy, Member, strategy_named
 from rocketkafka.ordering.clients import OwnClients
+from rocketkafka.ordering.commits import commit_offsets, due_offsets, fenced, forget
+from rocketkafka.ordering.flow_control import over_threshold, over_total, pauses_and_resumes
 from rocketkafka.ordering.keeper import Keeper
 from rocketkafka.ordering.lifecycle import Health, Lifecycle
 from rocketkafka.ordering.locks import LockTable
 from rocketkafka.ordering.membership import Membership
 from rocketkafka.ordering.metrics import ConsumerMetrics, PartitionSample
 from rocketkafka.ordering.options import KAFKA_CONSUMER_DEFAULTS, OwnershipOptions
+from rocketkafka.ordering.owned import OwnedLock, PartitionState, shared_numbers
 from rocketkafka.ordering.resets import OffsetResets
-from rocketkafka.ordering.step import Claim, ClaimContext, Step
+from rocketkafka.ordering.step import ClaimContext, Step
 from rocketkafka.topic_partition import TP
 
 log = logging.getLogger(__name__)
@@ -62,34 +63,6 @@ log = logging.getLogger(__name__)
 RELEASE_PATIENCE_S = 30.0
 #: How often :meth:`OwnershipEngine.maintain` looks for due work when nothing woke it (s).
 MAINTAIN_EVERY_S = 0.005
-
-
-@dataclass(eq=False)
-class _Owned:
-    """A held lock and the claim working on it."""
-
-    lock: TP
-    claim: Claim
-    partitions: tuple[TP, ...]
-    fencing_token: int | None
-    committed: dict[TP, int] = field(default_factory=dict)  # what Kafka has (as far as we know)
-    leaving: bool = False  # draining: commit and unlock once drained
-    reset_to: dict[TP, int] | None = None  # leaving for an operator's offset reset: commit these instead
-    revoked: bool = False  # lost: never commit, unlock nothing (it is not ours)
-    paused: set[TP] = field(default_factory=set)
-    fetch_from: dict[TP, int] = field(default_factory=dict)  # where fetching goes on: after the last record routed
-
-
-@dataclass(frozen=True)
-class PartitionState:
-    """One partition as the engine sees it, for metrics and admin views."""
-
-    lock: TP
-    tp: TP
-    position: int | None  # committed-or-committable offset
-    backlog: int
-    held: bool
-    finished: int
 
 
 class OwnershipEngine:
@@ -130,10 +103,10 @@ class OwnershipEngine:
         self._offsets_group = offsets_group or group
         self._strategy = strategy or strategy_named(options.allocation)
         self.metrics = metrics
-        self._owned: dict[TP, _Owned] = {}  # lock -> owned
-        self._by_tp: dict[TP, _Owned] = {}  # every covered partition -> owned
+        self._owned: dict[TP, OwnedLock] = {}  # lock -> owned
+        self._by_tp: dict[TP, OwnedLock] = {}  # every covered partition -> owned
         self._ambiguous: set[int] = set()  # partition numbers that more than one covered topic has
-        self._leaving: dict[TP, _Owned] = {}  # lock -> owned, draining
+        self._leaving: dict[TP, OwnedLock] = {}  # lock -> owned, draining
         self._pending: set[TP] = set()  # wanted, still held by another member
         self._members: list[Member] = []
         self._rebalance_now = threading.Event()
@@ -548,14 +521,14 @@ class OwnershipEngine:
         for lock, partitions in covered.items():
             offsets = {tp: starts[tp] for tp in partitions}
             context = ClaimContext(lock, partitions, won[lock], offsets, self._validity(lock), self._seek, self._commit_soon)
-            owned = _Owned(lock, self.step.claim(context), partitions, won[lock],
+            owned = OwnedLock(lock, self.step.claim(context), partitions, won[lock],
                            committed={tp: committed[tp] for tp in partitions if committed[tp] >= 0},
                            fetch_from=dict(offsets))
             self._owned[lock] = owned
             for tp in partitions:
                 self._by_tp[tp] = owned
                 assignment.append(TopicPartition(*tp, offsets[tp]))
-        self._ambiguous = _shared_numbers(self._by_tp)
+        self._ambiguous = shared_numbers(self._by_tp)
         self.kafka.incremental_assign(assignment)
         log.info("%s took %s", self.name, sorted(won))
         if self.on_assigned is not None:
@@ -606,16 +579,15 @@ class OwnershipEngine:
                 self.metrics.retire(lock, owned.claim.finished())
             log.info("%s released %s", self.name, lock)
 
-    def _commit_reset(self, owned: _Owned) -> None:
+    def _commit_reset(self, owned: OwnedLock) -> None:
         """Commit an operator's reset offsets (the rest of the claim as usual) under the lock, then unlock."""
         assert owned.reset_to is not None and self._resets is not None
         if self._locks is not None and not self._locks.is_held(owned.lock):
             return  # lost while draining: the next owner applies the request
         positions = {**owned.claim.positions(), **owned.reset_to}
-        metadata = f"{Header.FENCING_TOKEN}={owned.fencing_token}"
         try:
-            self.kafka.commit(offsets=[TopicPartition(*tp, offset, metadata=metadata) for tp, offset in positions.items()
-                                       if offset >= 0], asynchronous=False)
+            commit_offsets(self.kafka, [fenced(tp, offset, owned.fencing_token) for tp, offset in positions.items()
+                                        if offset >= 0], asynchronous=False)
         except KafkaException as exc:  # the request stays: applied again once the partition is taken back
             log.warning("%s: committing the offset reset of %s failed: %s", self.name, owned.lock, exc)
         else:
@@ -635,16 +607,16 @@ class OwnershipEngine:
                 owned.revoked = True
                 owned.claim.revoke()
 
-    def _revoke(self, owned: _Owned) -> None:
+    def _revoke(self, owned: OwnedLock) -> None:
         owned.revoked = True
         owned.claim.revoke()
         self._unassign(owned)
         self._leaving[owned.lock] = owned
 
-    def _unassign(self, owned: _Owned) -> None:
+    def _unassign(self, owned: OwnedLock) -> None:
         for tp in owned.partitions:
             self._by_tp.pop(tp, None)
-        self._ambiguous = _shared_numbers(self._by_tp)
+        self._ambiguous = shared_numbers(self._by_tp)
         # librdkafka keeps a pause through unassign and assign: the next claim would never fetch. Only the engine's
         # own flow-control pauses are in ``paused`` (the drop-in's claims report no backlog: a user's pause stays).
         if owned.paused:
@@ -675,19 +647,10 @@ class OwnershipEngine:
         return out
 
     # -- commits -----------------------------------------------------------------------
-    def commit(self, owned: Iterable[_Owned], asynchronous: bool) -> None:
+    def commit(self, owned: Iterable[OwnedLock], asynchronous: bool) -> None:
         """Commit what each claim says is done, while (and only while) its lock is held."""
-        offsets = []
-        for o in owned:
-            if o.revoked or (self._locks is not None and not self._locks.is_held(o.lock)):
-                continue  # only the valid lock holder commits
-            for tp, position in o.claim.positions().items():
-                if position >= 0 and o.committed.get(tp) != position:
-                    if o.fencing_token is None:  # broadcasting: no lock
-                        offsets.append(TopicPartition(*tp, position))
-                    else:  # the token travels with the commit, for auditors and brokers that keep metadata
-                        offsets.append(TopicPartition(*tp, position, metadata=f"{Header.FENCING_TOKEN}={o.fencing_token}"))
-                    o.committed[tp] = position
+        locks = self._locks
+        offsets = due_offsets(owned, locks.is_held if locks is not None else lambda lock: True)
         if not offsets:
             return
         self.commits += 1
@@ -695,7 +658,7 @@ class OwnershipEngine:
             commit_offsets(self.kafka, offsets, asynchronous)
         except KafkaException as exc:  # sent again at the next interval
             log.warning("%s: commit failed (%s); retrying", self.name, exc)
-            self._forget_commits(offsets)
+            forget(self._by_tp, offsets)
 
     def on_commit(self, err: Any, partitions: list[TopicPartition]) -> None:
         """Commit results (served on the poll thread): a failed commit is sent again at the next interval."""
@@ -703,13 +666,7 @@ class OwnershipEngine:
         if failed:
             log.warning("%s: commit of %d partition(s) failed (%s); retrying", self.name, len(failed),
                         err or failed[0].error)
-            self._forget_commits(failed)
-
-    def _forget_commits(self, partitions: Sequence[TopicPartition]) -> None:
-        for tp in partitions:
-            owned = self._by_tp.get((tp.topic, tp.partition))
-            if owned is not None:
-                owned.committed.pop((tp.topic, tp.partition), None)
+            forget(self._by_tp, failed)
 
     # -- metrics -------------------------------------------------------------------------
     def _publish_metrics(self) -> None:
@@ -726,55 +683,22 @@ class OwnershipEngine:
             samples[tp] = PartitionSample(None, 0, False, metrics.retired(tp))
         metrics.publish(samples)
 
-    # -- flow control ------------------------------------------------------------------
-    def _throttle(self, owned: _Owned) -> None:
+    # -- flow control (rocketkafka.ordering.flow_control) ---------------------------------
+    def _throttle(self, owned: OwnedLock) -> None:
         """Pause partitions over their thresholds right after a claim took records: one fetch over at most."""
-        limit = self.options.pull_threshold_per_partition
-        over = [TopicPartition(*tp) for tp, n in owned.claim.backlog().items() if n > limit and tp not in owned.paused]
+        per = self.options.pull_threshold_per_partition
+        over = over_threshold(owned, per)
         if over:
-            owned.paused.update((tp.topic, tp.partition) for tp in over)
-            self.kafka.pause(over)
+            self.kafka.pause([TopicPartition(*tp) for tp in over])
         # the total cap is checked here too, not only at the next flow-control tick, where the partitions can
-        # together exceed it while each sits under its own threshold (rare: per x partitions > total)
-        total_cap = self.options.pull_threshold_total
-        if limit * len(self._by_tp) > total_cap \
-                and sum(n for other in self._owned.values() for n in other.claim.backlog().values()) > total_cap:
+        # together exceed it while each sits under its own threshold
+        if over_total(self._owned.values(), per, len(self._by_tp), self.options.pull_threshold_total):
             self._flow_control()
 
     def _flow_control(self) -> None:
-        """Pause partitions over their threshold (all of them while together they are over the total)."""
-        per, total_cap = self.options.pull_threshold_per_partition, self.options.pull_threshold_total
-        backlogs = [(owned, tp, n) for owned in self._owned.values() for tp, n in owned.claim.backlog().items()]
-        total = sum(n for _, _, n in backlogs)
-        over_total = total > total_cap
-        pause, resume = [], []
-        for owned, tp, n in backlogs:
-            paused = tp in owned.paused
-            if not paused and (n > per or over_total):  # over the total: every partition waits, none gains
-                owned.paused.add(tp)
-                pause.append(TopicPartition(*tp))
-            elif paused and n <= per // 2 and total <= total_cap // 2:
-                owned.paused.discard(tp)
-                resume.append(TopicPartition(*tp))
+        pause, resume = pauses_and_resumes(self._owned.values(), self.options.pull_threshold_per_partition,
+                                           self.options.pull_threshold_total)
         if pause:
-            self.kafka.pause(pause)
+            self.kafka.pause([TopicPartition(*tp) for tp in pause])
         if resume:
-            self.kafka.resume(resume)
-
-
-def commit_offsets(kafka: Any, offsets: list[TopicPartition], asynchronous: bool) -> None:
-    """``kafka.commit(offsets=..., asynchronous=...)``: a literal each, as the stubs overload commit() on it."""
-    if asynchronous:
-        kafka.commit(offsets=offsets, asynchronous=True)
-    else:
-        kafka.commit(offsets=offsets, asynchronous=False)
-
-
-def _shared_numbers(partitions: Iterable[TP]) -> set[int]:
-    """Partition numbers that more than one topic among ``partitions`` has."""
-    seen: dict[int, str] = {}
-    shared = set()
-    for topic, number in partitions:
-        if seen.setdefault(number, topic) != topic:
-            shared.add(number)
-    return shared
+            self.kafka.resume([TopicPartition(*tp) for tp in resume])

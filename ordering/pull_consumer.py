@@ -43,7 +43,8 @@ from rocketkafka.errors import ConfigError, InvalidTopicNameError, RedisAuthErro
 from rocketkafka.headers import tags_of
 from rocketkafka.names import check_group_name, check_topic_name
 from rocketkafka.ordering.background_join import BackgroundJoin
-from rocketkafka.ordering.engine import OwnershipEngine, commit_offsets
+from rocketkafka.ordering.commits import commit_offsets
+from rocketkafka.ordering.engine import OwnershipEngine
 from rocketkafka.ordering.options import ConsumerOptions
 from rocketkafka.ordering.step import ClaimContext
 from rocketkafka.topic_partition import TP
