@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, Message, TopicPartition
@@ -44,17 +44,15 @@ from rocketkafka.headers import tags_of
 from rocketkafka.names import check_group_name, check_topic_name
 from rocketkafka.ordering.background_join import BackgroundJoin
 from rocketkafka.ordering.commits import commit_offsets
+from rocketkafka.ordering.drop_in_step import DropInStep, RebalanceCallback
 from rocketkafka.ordering.engine import OwnershipEngine
 from rocketkafka.ordering.options import ConsumerOptions
-from rocketkafka.ordering.step import ClaimContext
 from rocketkafka.topic_partition import TP
 from rocketkafka.tags import TagFilter
 from rocketkafka.validation import validation_summary
 
 #: How long one wait inside ``poll()`` lasts at most, so the engine's due work is done between waits (s).
 WAIT_SLICE_S = 0.1
-#: How long a ``^regex`` subscription's topic list is reused before the broker is asked again (s).
-REGEX_REFRESH_S = 5.0
 #: How long ``subscribe`` waits for the first join attempt before it returns and the join goes on
 #: in the background (s): long enough for a reachable cluster, short enough not to stall on an outage.
 SUBSCRIBE_WAIT_S = 2.0
@@ -62,8 +60,6 @@ SUBSCRIBE_WAIT_S = 2.0
 HOPELESS = (TopicNotFoundError, InvalidTopicNameError, RedisAuthError, ConfigError)
 
 log = logging.getLogger(__name__)
-
-RebalanceCallback = Callable[[Any, list[TopicPartition]], Any]
 
 _base = _KafkaConsumer  # confluent-kafka's own methods, called on our instance past our overrides
 
@@ -98,100 +94,6 @@ def _check_message_or_offsets(message: Any, offsets: Any) -> None:
             raise TypeError("requires list of TopicPartition")
         if not all(isinstance(tp, TopicPartition) for tp in offsets):
             raise TypeError("expected cimpl.TopicPartition")
-
-
-class _AppClaim:
-    """A partition handed straight to the application: what it was given is what it handled (auto commit)."""
-
-    def __init__(self, context: ClaimContext, step: _AppStep) -> None:
-        self.tp = context.lock
-        self._step = step
-        self._seen = (context.offsets[self.tp], context.offsets[self.tp])  # (position, committed), poll thread
-        self._final: int | None = None  # the position when the partition began to leave
-
-    def take(self, tp: TP, records: Sequence[Any]) -> None:  # the engine never fetches for the drop-in
-        raise AssertionError("the drop-in consumer reads the client itself")
-
-    def positions(self) -> Mapping[TP, int]:
-        if not self._step.auto_commit:
-            return {}  # the application commits
-        position = self._final if self._final is not None else self._step.position(self.tp)
-        self._seen = (position, self._seen[1] if position < 0 else position)
-        return {self.tp: position} if position >= 0 else {}
-
-    def progress(self) -> tuple[int, int] | None:
-        position, committed = self._seen
-        return (position, committed) if position >= 0 and committed >= 0 else None
-
-    def backlog(self) -> Mapping[TP, int]:
-        return {}  # librdkafka bounds its own prefetch queue
-
-    def finished(self) -> int:
-        return 0
-
-    def leave(self) -> None:
-        self._step.revoked([self.tp], lost=False)  # the application may commit in on_revoke
-        self._final = self._step.position(self.tp)  # before the engine unassigns it: then the client forgets it
-
-    def revoke(self) -> None:
-        self._step.revoked([self.tp], lost=True)
-
-    def drained(self) -> bool:
-        return True  # what was returned was handled
-
-
-class _AppStep:
-    """The drop-in's step: the subscribed topics (``^regex`` expanded), start points, rebalance callbacks."""
-
-    def __init__(self, consumer: Consumer, topics: Sequence[str], auto_commit: bool,
-                 on_revoke: RebalanceCallback | None, on_lost: RebalanceCallback | None) -> None:
-        self._consumer, self.auto_commit = consumer, auto_commit
-        self._literal = [t for t in topics if not t.startswith("^")]
-        self._patterns = [re.compile(t) for t in topics if t.startswith("^")]
-        self._on_revoke, self._on_lost = on_revoke, on_lost
-        self._admin: Any = None
-        self._matched: tuple[float, list[str]] = (0.0, [])
-
-    def provision(self, admin: Any) -> None:
-        self._admin = admin
-
-    def topics(self) -> Sequence[str]:
-        if not self._patterns:
-            return self._literal
-        now = time.monotonic()
-        if now >= self._matched[0]:
-            names = sorted(self._admin.list(10.0)) if self._admin is not None else []
-            matched = [n for n in names if any(p.match(n) for p in self._patterns) and n not in self._literal]
-            self._matched = (now + REGEX_REFRESH_S, matched)
-        return self._literal + self._matched[1]
-
-    def partitions_of(self, lock: TP) -> tuple[TP, ...]:
-        return (lock,)
-
-    def initial_offset(self, tp: TP, kafka: Any) -> int:
-        """No committed offset: librdkafka applies ``auto.offset.reset`` itself, as in confluent-kafka."""
-        return OFFSET_INVALID
-
-    def claim(self, context: ClaimContext) -> _AppClaim:
-        return _AppClaim(context, self)
-
-    def position(self, tp: TP) -> int:
-        return self._consumer.auto_commit_offset(tp)
-
-    def revoked(self, tps: list[TP], lost: bool) -> None:
-        callback = self._on_lost if lost and self._on_lost is not None else self._on_revoke
-        if callback is not None:
-            self._consumer._in_revoke += 1
-            try:
-                callback(self._consumer, [TopicPartition(*tp) for tp in tps])
-            finally:
-                self._consumer._in_revoke -= 1
-
-    def tick(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 class Consumer(_KafkaConsumer):
@@ -308,7 +210,7 @@ class Consumer(_KafkaConsumer):
             return
 
         def make_engine() -> OwnershipEngine:
-            step = _AppStep(self, topics, self._auto_commit, on_revoke, on_lost)
+            step = DropInStep(self, topics, self._auto_commit, on_revoke, on_lost)
             engine = OwnershipEngine(self._group, self.settings, self.options, step, kafka=_Native(self),
                                      name=f"consumer {self.options.instance_name} of group {self._group}")
             if on_assign is not None:
