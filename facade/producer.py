@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rocketkafka.config import Settings
-from rocketkafka.errors import ConfigError, SelectorError, StateError
+from rocketkafka.errors import BrokerUnavailableError, ConfigError, SelectorError, SendError, StateError
 from rocketkafka.message import Message, SendResult, SendStatus, require_message
 from rocketkafka.message_index import MessageIndex
 from rocketkafka.observed_sender import ObservedSender
@@ -184,7 +184,10 @@ class Producer(ConnectionSetters):
         """Send without waiting; ``callback(result)`` or ``exception_callback(exc)`` runs on ack.
 
         Callbacks run inside :meth:`poll`, :meth:`flush` or :meth:`shutdown`, as confluent-kafka's.
-        Validation errors still raise here, before anything is sent.
+        Validation errors still raise here, before anything is sent. A send that cannot start --
+        a delayed, selected or sharded message whose route (partition count) no broker gave
+        within ``send_timeout`` (10 s at most) -- goes to ``exception_callback`` on this thread,
+        as RocketMQ's ``onException``; without one it raises.
         """
         require_message(msg, "send_async")
         sender = self.sender
@@ -200,12 +203,18 @@ class Producer(ConnectionSetters):
             else:
                 log.error("async send of %s failed: %s", msg_id, exc, extra={"msg_id": msg_id, "topic": topic})
 
-        if selector is None:
-            msg_id = sender.produce_message(msg, delivered)
-        else:
-            record = sender.prepare(msg, selector, arg)
-            msg_id = record.msg_id
-            sender.produce(record, delivered)
+        try:
+            if selector is None:
+                msg_id = sender.produce_message(msg, delivered)
+            else:
+                record = sender.prepare(msg, selector, arg)
+                msg_id = record.msg_id
+                sender.produce(record, delivered)
+        except (SendError, BrokerUnavailableError) as exc:
+            if exception_callback is None:
+                raise
+            exception_callback(exc)
+            return
         sender.poll(0)
 
     def send_oneway(self, msg: Message) -> None:

@@ -23,7 +23,6 @@ from pathlib import Path
 from rocketkafka.tools.chaos.plan import ChaosPlan, Kind
 from rocketkafka.tools.service_run import start_when_reachable
 from rocketkafka.config import Settings
-from rocketkafka.errors import BrokerUnavailableError, SendError
 from rocketkafka.message import Message
 from rocketkafka.producer import Producer
 from rocketkafka.queue_selectors import hash_selector
@@ -184,10 +183,9 @@ class Traffic:
                 else:
                     self.log.ok(Sent(kind.value, msg.id, key, seq, born, due))
 
-            try:
-                producer.send_async(msg, acked, lambda e: acked(None, e), selector=hash_selector, arg=key)
-            except (BrokerUnavailableError, SendError) as exc:  # no route now (a deliver-at tier never looked
-                acked(None, exc)  # up before, while the broker is down): a failed send, expected nowhere
+            # no route now (a deliver-at tier never looked up, while the broker is down) comes to the exception
+            # callback too: a failed send, expected nowhere
+            producer.send_async(msg, acked, lambda e: acked(None, e), selector=hash_selector, arg=key)
 
         def close() -> None:
             producer.flush(60)
