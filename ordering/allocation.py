@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from rocketkafka.topic_partition import TP
 
 
-
 @dataclass(frozen=True, order=True)
 class Member:
     """A live member of a consumer group."""

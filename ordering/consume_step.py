@@ -17,8 +17,8 @@ from rocketkafka.admin import TopicAdmin
 from rocketkafka.message import ConsumeFromWhere
 from rocketkafka.ordering.partition import Chunker, PartitionWork
 from rocketkafka.ordering.step import ClaimContext
-from rocketkafka.topic_partition import TP
 from rocketkafka.ordering.work import WorkManager
+from rocketkafka.topic_partition import TP
 
 
 class ConsumeStep:

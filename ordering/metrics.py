@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from rocketkafka.topic_partition import TP
 from rocketkafka.metrics_endpoint import MetricsEndpoint
+from rocketkafka.topic_partition import TP
 
 _PARTITION_LABELS = ["group", "topic", "partition"]
 #: The metrics port every sidecar falls back to when neither its flag nor its own variable names one.

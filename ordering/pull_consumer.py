@@ -47,8 +47,8 @@ from rocketkafka.ordering.commits import commit_offsets
 from rocketkafka.ordering.drop_in_step import DropInStep, RebalanceCallback
 from rocketkafka.ordering.engine import OwnershipEngine
 from rocketkafka.ordering.options import ConsumerOptions
-from rocketkafka.topic_partition import TP
 from rocketkafka.tags import TagFilter
+from rocketkafka.topic_partition import TP
 from rocketkafka.validation import validation_summary
 
 #: How long one wait inside ``poll()`` lasts at most, so the engine's due work is done between waits (s).

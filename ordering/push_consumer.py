@@ -30,7 +30,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rocketkafka.topic_partition import TP
 from rocketkafka.config import Settings
 from rocketkafka.errors import ConfigError, StateError
 from rocketkafka.message import MessageModel
@@ -40,6 +39,7 @@ from rocketkafka.ordering.allocation import AllocationStrategy
 from rocketkafka.ordering.consume_step import ConsumeStep
 from rocketkafka.ordering.engine import OwnershipEngine
 from rocketkafka.ordering.lifecycle import EngineStatus, State
+from rocketkafka.topic_partition import TP
 from rocketkafka.validation import validation_summary
 from rocketkafka.ordering.failures import Drop, FailurePolicy, RetryInPlace, SendBack, WriteUntilDurable
 from rocketkafka.ordering.listening import BatchListener, Listener, ListenerHandler
@@ -58,7 +58,6 @@ from rocketkafka.trace import Tracer
 from rocketkafka.upstream_setters import ConnectionSetters
 
 log = logging.getLogger(__name__)
-
 
 
 class PushConsumer(ConnectionSetters, EngineStatus):

@@ -23,11 +23,10 @@ from collections.abc import Iterable, Mapping
 import redis
 from redis.typing import EncodableT, FieldT
 
-from rocketkafka.topic_partition import TP
 from rocketkafka.names import RedisKeys
+from rocketkafka.topic_partition import TP
 
 log = logging.getLogger(__name__)
-
 
 
 def _field(tp: TP) -> str:

@@ -22,7 +22,6 @@ from typing import Any, Protocol
 from rocketkafka.topic_partition import TP
 
 
-
 @dataclass(frozen=True, eq=False)
 class ClaimContext:
     """What a claim is given when its lock is won.

@@ -35,10 +35,10 @@ from rocketkafka.spark.connector import coordinates
 from rocketkafka.spark.errors import EngineUnavailableError, SourceOptionError
 from rocketkafka.spark.jvm_ends import lagging_list_offsets, pinned_ending
 from rocketkafka.spark.kafka_io import discover, open_consumer
-from rocketkafka.topic_partition import TP
 from rocketkafka.spark.kafka_source import SOURCE_NAME, resolve_offsets, times_by_partition
 from rocketkafka.spark.options import SourceOptions, parse_options
 from rocketkafka.spark.session import register_source
+from rocketkafka.topic_partition import TP
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from rocketkafka.spark.errors import KafkaReadError
 from rocketkafka.spark.kafka_io import log_ends, open_consumer
-from rocketkafka.topic_partition import TP
 from rocketkafka.spark.kafka_source import encode_offsets
 from rocketkafka.spark.options import LATEST, SourceOptions
+from rocketkafka.topic_partition import TP
 
 
 def pinned_ending(options: SourceOptions, tps: list[TP]) -> dict[str, dict[str, int]] | None:

@@ -29,11 +29,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from rocketkafka.topic_partition import TP
 from rocketkafka.errors import TopicNotFoundError
 from rocketkafka.spark.errors import DataLossError, KafkaReadError, SourceOptionError
 from rocketkafka.spark.options import SourceOptions
 from rocketkafka.spark.schema import kafka_schema
+from rocketkafka.topic_partition import TP
 
 log = logging.getLogger(__name__)
 

@@ -28,9 +28,9 @@ from pyspark.sql.types import StructType
 
 from rocketkafka.spark.errors import DataLossError, SourceOptionError
 from rocketkafka.spark.kafka_io import discover, log_ends, offsets_for_times, open_consumer, read_range
-from rocketkafka.topic_partition import TP
 from rocketkafka.spark.options import EARLIEST, LATEST, SourceOptions, parse_options
 from rocketkafka.spark.schema import kafka_schema
+from rocketkafka.topic_partition import TP
 
 log = logging.getLogger(__name__)
 

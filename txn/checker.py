@@ -25,8 +25,8 @@ from rocketkafka.errors import StateError
 from rocketkafka.ordering.engine import OwnershipEngine
 from rocketkafka.ordering.lifecycle import Health, State
 from rocketkafka.ordering.step import ClaimContext
-from rocketkafka.topic_partition import TP
 from rocketkafka.sender import Sender
+from rocketkafka.topic_partition import TP
 from rocketkafka.txn.markers import EndMarkers
 from rocketkafka.txn.metrics import CheckerMetrics
 from rocketkafka.txn.options import CheckerOptions

@@ -35,9 +35,9 @@ from rocketkafka.errors import MalformedRecordError
 from rocketkafka.logs import record_fields
 from rocketkafka.names import Header, TopicNames, group_name_problem, is_valid_topic_name
 from rocketkafka.ordering.step import ClaimContext
-from rocketkafka.topic_partition import TP
 from rocketkafka.record import Record
 from rocketkafka.sender import Sender
+from rocketkafka.topic_partition import TP
 from rocketkafka.txn.end import produce_all
 from rocketkafka.txn.markers import EndMarkers
 from rocketkafka.txn.matching import Decision, HalfOpLedger, decide

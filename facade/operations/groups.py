@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from rocketkafka.config import Settings
 from rocketkafka.errors import ConfigError
 from rocketkafka.operations.reading import LogReader
-from rocketkafka.topic_partition import TP
 from rocketkafka.ordering.locks import LockSettings, LockTable
 from rocketkafka.ordering.membership import MemberView, read_members
+from rocketkafka.topic_partition import TP
 
 
 #: The admin reads the lock table with patience: a fresh connection on a busy machine may take longer

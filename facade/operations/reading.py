@@ -16,10 +16,10 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
-from rocketkafka.topic_partition import TP
 from rocketkafka.admin import TopicAdmin
 from rocketkafka.config import Settings
 from rocketkafka.errors import BrokerUnavailableError, ConfigError
+from rocketkafka.topic_partition import TP
 
 #: Errors of a group coordinator that is moving or loading: asked again in a moment, it answers.
 COORDINATOR_MOVING = frozenset({KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,

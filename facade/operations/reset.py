@@ -26,9 +26,9 @@ from rocketkafka.errors import ConfigError, RocketKafkaError
 from rocketkafka.names import Header
 from rocketkafka.operations.groups import ADMIN_LOCK_SETTINGS, admin_id, lock_views
 from rocketkafka.operations.reading import LogReader
-from rocketkafka.topic_partition import TP
 from rocketkafka.ordering.locks import LockTable
 from rocketkafka.ordering.resets import OffsetResets
+from rocketkafka.topic_partition import TP
 
 #: How often the members are woken again while a reset waits for them (s).
 ANNOUNCE_EVERY_S = 1.0

@@ -11,8 +11,8 @@ import threading
 from collections.abc import Callable
 
 from rocketkafka.errors import StateError
-from rocketkafka.topic_partition import TP
 from rocketkafka.ordering.locks.table import LockTable
+from rocketkafka.topic_partition import TP
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rocketkafka.topic_partition import TP
 from rocketkafka.errors import ConfigError
+from rocketkafka.topic_partition import TP
 
 log = logging.getLogger(__name__)
 

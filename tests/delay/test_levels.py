@@ -39,6 +39,7 @@ def test_every_level_is_delivered_on_time_to_its_partition_intact(rk_settings, r
     producer = Producer("delay-levels", settings=rk_settings)
     producer.start()
     _warm_up(producer, topic, seen)
+    stall_probe.reset()  # the window: from the first send to the last arrival
 
     sent: dict[str, tuple[Message, int]] = {}  # id -> (message, expected partition)
     levels = len(delay_config.levels)
@@ -56,6 +57,7 @@ def test_every_level_is_delivered_on_time_to_its_partition_intact(rk_settings, r
     producer.shutdown()
 
     assert seen.wait_for(set(sent), timeout=30), f"lost: {len(set(sent) - set(seen.ids()))} of {n}"
+    stall_probe.stop()
     time.sleep(0.5)  # a duplicate would show now
     originals = delay_records(rk_settings, delay_config)
     due = {m: due_of(originals[m]) for m in sent}

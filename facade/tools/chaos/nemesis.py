@@ -117,6 +117,11 @@ class Nemesis:
         if not self.faults:
             self.rotated.set()
 
+    def not_run(self) -> list[str]:
+        """Fault kinds of the rotation that have not run yet, in rotation order."""
+        done = {e.fault for e in list(self.events)}
+        return [f.value for f in self.faults if f.value not in done]
+
     def start(self) -> Nemesis:
         for fault, reason in self.skipped.items():
             self.say(f"note: no {fault} faults: {reason}")

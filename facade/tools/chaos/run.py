@@ -28,8 +28,8 @@ from rocketkafka.testing.clock import CLOCK_FILE_ENV
 from rocketkafka.testing.history import HandlerCall, History
 
 Say = Callable[[str], None]
-#: How long traffic may go on past the planned duration while the planned faults have not all run once.
-ROTATION_GRACE_S = 300.0
+#: How long traffic may go on past the planned duration, per planned fault kind, while not every kind has run.
+ROTATION_GRACE_PER_FAULT_S = 60.0
 
 
 def run_chaos(base: Settings, plan: ChaosPlan, out: Path, redis: RedisControl | None = None,
@@ -65,9 +65,15 @@ def run_chaos(base: Settings, plan: ChaosPlan, out: Path, redis: RedisControl | 
         started = time.monotonic()
         _progress(plan.duration, out, traffic, say, started)
         if not nemesis.rotated.is_set():
-            say("  traffic goes on until every planned fault has run once")
-            _progress(plan.duration + ROTATION_GRACE_S, out, traffic, say, started, until=nemesis.rotated)
+            grace = ROTATION_GRACE_PER_FAULT_S * len(nemesis.faults)
+            say(f"  traffic goes on (at most {grace:.0f} s more) until these faults have run once: "
+                f"{', '.join(nemesis.not_run())}")
+            _progress(plan.duration + grace, out, traffic, say, started, until=nemesis.rotated)
+            missing = nemesis.not_run()
+            say(f"  gave up waiting for: {', '.join(missing)}" if missing else
+                f"  every planned fault has run ({time.monotonic() - started:.0f} s of traffic)")
         nemesis.stop()
+        traffic_seconds = time.monotonic() - started
         traffic.stop()
         traffic_end = time.time()
         if traffic.errors:
@@ -84,6 +90,7 @@ def run_chaos(base: Settings, plan: ChaosPlan, out: Path, redis: RedisControl | 
     delivered, handled = _histories(out, "delivered"), _histories(out, "handled")
     verdict = judge(traffic.log.sent, traffic.log.failed, delivered, handled, nemesis.events, traffic_end)
     (out / "verdict.json").write_text(json.dumps({"plan": json.loads(plan.model_dump_json()), **verdict.as_dict(),
+                                                  "trafficSeconds": round(traffic_seconds, 1),
                                                   "faultsSkipped": nemesis.skipped}, indent=2))
     return verdict
 
