@@ -4,7 +4,7 @@ It runs on the ownership engine like every consumer (DESIGN §2): instances of o
 group split the level and step topics' partitions by the allocation strategy and the
 Redis lock table, each partition is worked on by one worker at a time in offset order
 (:class:`~rocketkafka.ordering.partition.Serial`), and commits go through the engine.
-What it does with a partition's records is :mod:`~rocketkafka.delay.forwarding`.
+What it does with a partition's records is :mod:`~rocketkafka.delay.forward_handler`.
 
 >>> with DelayForwarder(Settings.load()) as fwd:          # doctest: +SKIP
 ...     fwd.wait()            # until SIGTERM / close() from another thread
@@ -21,13 +21,13 @@ from pydantic import ValidationError
 
 from rocketkafka.admin import TopicAdmin
 from rocketkafka.config import Settings
-from rocketkafka.delay.forwarding import ForwardHandler, log_dead_letter
+from rocketkafka.delay.forward_handler import ForwardHandler, log_dead_letter
 from rocketkafka.delay.metrics import ForwarderMetrics
 from rocketkafka.delay.tracing import TracedProducer
 from rocketkafka.errors import ConfigError, MalformedRecordError, StateError
 from rocketkafka.message import ConsumeFromWhere, MessageExt
 from rocketkafka.names import check_group_name
-from rocketkafka.ordering.consume_step import ConsumeStep
+from rocketkafka.ordering.batch_step import BatchStep
 from rocketkafka.ordering.engine import OwnershipEngine
 from rocketkafka.ordering.lifecycle import EngineStatus, State
 from rocketkafka.ordering.failures import WriteUntilDurable
@@ -167,7 +167,7 @@ class DelayForwarder(EngineStatus):
                            o.suspend_current_queue_time_ms, f"fwd-{self.group}",
                            on_stall=lambda: self._engine.take_over() if self._engine else None)
         internal = {**{t: self.config.partitions for t in self.tiers.topics()}, reconsumer.dlq_topic: 1}
-        step = ConsumeStep(self.tiers.topics(), None, internal, work, Serial(o.consume_batch_size),
+        step = BatchStep(self.tiers.topics(), None, internal, work, Serial(o.consume_batch_size),
                            ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
         consumer_metrics = ConsumerMetrics(self.group)
         self._engine = engine = OwnershipEngine(self.group, self.settings, o, step, kafka_config=self._consumer_config,

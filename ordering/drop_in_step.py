@@ -66,7 +66,7 @@ class DropInClaim:
 class DropInStep:
     """The drop-in's step: the subscribed topics (``^regex`` expanded), start points, rebalance callbacks.
 
-    ``consumer`` is the drop-in :class:`~rocketkafka.ordering.pull_consumer.Consumer`: its
+    ``consumer`` is the drop-in :class:`~rocketkafka.ordering.drop_in_consumer.Consumer`: its
     ``auto_commit_offset`` is a partition's position, and ``_in_revoke`` counts the rebalance
     callbacks running (inside them, the application may unassign).
     """

@@ -2,7 +2,7 @@
 
 It is the ownership engine (:mod:`~rocketkafka.ordering.engine`: membership,
 allocation, the Redis lock table, fetching, flow control, commits) running the
-consume step (:mod:`~rocketkafka.ordering.consume_step`) with the listener handler
+consume step (:mod:`~rocketkafka.ordering.batch_step`) with the listener handler
 (:mod:`~rocketkafka.ordering.listening`) on a worker pool
 (:mod:`~rocketkafka.ordering.work`). The mode is how records are sharded:
 
@@ -36,7 +36,7 @@ from rocketkafka.message import MessageModel
 from rocketkafka.message_selector import MessageSelector
 from rocketkafka.names import check_group_name, check_topic_name
 from rocketkafka.ordering.allocation import AllocationStrategy
-from rocketkafka.ordering.consume_step import ConsumeStep
+from rocketkafka.ordering.batch_step import BatchStep
 from rocketkafka.ordering.engine import OwnershipEngine
 from rocketkafka.ordering.lifecycle import EngineStatus, State
 from rocketkafka.topic_partition import TP
@@ -322,7 +322,7 @@ class PushConsumer(ConnectionSetters, EngineStatus):
                         "delay topics until one runs (start `rocketkafka delay-forwarder`, or retry_backoff=False to "
                         "retry at once)", self._name, self.settings.topic_prefix)
 
-    def _step(self) -> ConsumeStep:
+    def _step(self) -> BatchStep:
         o = self.options
         assert self._reconsumer is not None
         durably = WriteUntilDurable(lambda: self._engine is not None and self._engine.lifecycle.state is not State.RUNNING)
@@ -335,7 +335,7 @@ class PushConsumer(ConnectionSetters, EngineStatus):
         chunker: Chunker = ByKey(o.consume_batch_size, order_key_of(o.order_key)) if self.keyed else \
             Serial(o.consume_batch_size) if self.orderly else Unordered(o.consume_batch_size)
         internal = {} if self.broadcasting else {self._reconsumer.retry_topic: 1, self._reconsumer.dlq_topic: 1}
-        return ConsumeStep(list(self._subscriptions.by_topic), self._subscriptions.retry_topic, internal, work,
+        return BatchStep(list(self._subscriptions.by_topic), self._subscriptions.retry_topic, internal, work,
                            chunker, o.consume_from_where, o.consume_timestamp_ms)
 
     def shutdown(self, timeout: float = 30.0) -> None:

@@ -17,7 +17,7 @@ import pytest
 from rocketkafka.tools.forwarder_cli import forwarder_environment
 from rocketkafka.schedule.levels import DelayConfig
 from rocketkafka.delay.forwarder import DelayForwarder
-from rocketkafka.delay.forwarding import PROVENANCE_HEADERS
+from rocketkafka.delay.forward_handler import PROVENANCE_HEADERS
 from rocketkafka.schedule.routing import DELAY_HEADERS
 from rocketkafka.names import Header
 from rocketkafka.testing.reading import read_all

@@ -77,7 +77,7 @@ def test_forwarder_service_serves_metrics_from_the_environment_and_logs_json_wit
     lines = [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
     assert any(line["logger"] == "rocketkafka.delay.forwarder" and line["level"] == "INFO" for line in lines)
     about = {line["logger"]: line for line in lines if line.get("msg_id") == "BAD-1"}
-    assert set(about) == {"rocketkafka.delay.forwarding", "rocketkafka.retry"}  # why it cannot be forwarded; its dead-lettering
-    dead = about["rocketkafka.delay.forwarding"]
+    assert set(about) == {"rocketkafka.delay.forward_handler", "rocketkafka.retry"}  # why it cannot be forwarded; its dead-lettering
+    dead = about["rocketkafka.delay.forward_handler"]
     assert dead["level"] == "ERROR" and dead["topic"] == rk_settings.topics.delay_level(1) and dead["offset"] >= 0
     assert "missing header" in dead["message"]

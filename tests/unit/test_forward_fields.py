@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocketkafka.delay.forwarding import DelayRecordError, ForwardHandler, _scattered_fields
+from rocketkafka.delay.forward_handler import DelayRecordError, ForwardHandler, _scattered_fields
 from rocketkafka.delay.metrics import ForwarderMetrics
 from rocketkafka.names import Header
 from rocketkafka.schedule.levels import DelayConfig

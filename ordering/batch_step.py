@@ -1,4 +1,4 @@
-"""The push consumer's step on the ownership engine: its topics, where a new group starts, and partition work in its mode.
+"""The batch step of the push consumer and the delay forwarder: topics, where a new group starts, partition work.
 
 The mode is only the chunker (:mod:`~rocketkafka.ordering.partition`): concurrent
 batches run on their own, an orderly partition runs one batch at a time, a key-ordered
@@ -21,7 +21,7 @@ from rocketkafka.ordering.work import WorkManager
 from rocketkafka.topic_partition import TP
 
 
-class ConsumeStep:
+class BatchStep:
     """Partition work for the subscribed topics (and the group's retry topic).
 
     Parameters:
