@@ -36,7 +36,9 @@ def test_killing_the_leader_of_a_half_partition_loses_no_transaction(rk_settings
     topic = rk_topic(partitions=2)
     store = Store()
     producer = make_producer("pg-broker-loss", store.check)
-    make_checker()
+    # enough check-backs (one per transaction timeout) to ride through the leadership move the bound allows:
+    # FAST_CHECKER's 3 are spent in 3 s, and a run once parked 3 transactions in the max-check topic with them
+    make_checker(max_check_times=CHECK_RECOVERY_BOUND_MS // TIMEOUT_MS + 5)
     half = rk_settings.topics.half()
     with TopicAdmin(rk_settings) as admin:
         for name in (half, rk_settings.topics.op()):
