@@ -19,13 +19,13 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer
 
 from rocketkafka.config import Settings
 from rocketkafka.errors import ConfigError, RocketKafkaError
-from rocketkafka.names import Header
 from rocketkafka.operations.groups import ADMIN_LOCK_SETTINGS, admin_id, lock_views
 from rocketkafka.operations.reading import LogReader
+from rocketkafka.ordering.commits import fenced
 from rocketkafka.ordering.locks import LockTable
 from rocketkafka.ordering.resets import OffsetResets
 from rocketkafka.topic_partition import TP
@@ -160,7 +160,6 @@ def _await(settings: Settings, group: str, resets: OffsetResets, offsets: dict[T
 def _commit(settings: Settings, group: str, offsets: dict[TP, int], tokens: dict[TP, int]) -> None:
     consumer = Consumer(settings.kafka_config(**{"group.id": group, "enable.auto.commit": False}))
     try:
-        consumer.commit(offsets=[TopicPartition(*tp, offset, metadata=f"{Header.FENCING_TOKEN}={tokens[tp]}")
-                                 for tp, offset in offsets.items()], asynchronous=False)
+        consumer.commit(offsets=[fenced(tp, offset, tokens[tp]) for tp, offset in offsets.items()], asynchronous=False)
     finally:
         consumer.close()
