@@ -29,7 +29,6 @@ the router replaces every delay header.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -40,9 +39,7 @@ from rocketkafka.delay.metrics import ForwarderMetrics
 from rocketkafka.errors import InvalidTopicNameError, TopicNotFoundError
 from rocketkafka.logs import record_fields
 from rocketkafka.names import Header
-from rocketkafka.ordering.listening import LOCK_RECHECK_MS
-from rocketkafka.ordering.partition import Batch
-from rocketkafka.ordering.work import Outcome
+from rocketkafka.ordering.lanes import Outcome, Run
 from rocketkafka.schedule.routing import DELAY_HEADERS, now_ms
 from rocketkafka.schedule.tiers import DELIVER, Deliver, Hold, Hop, Tier, Tiers, Wait
 
@@ -87,27 +84,21 @@ class ForwardHandler:
         self.holds.close()
         self._kafka = None
 
-    def handle(self, batch: Batch) -> Outcome:
-        """The work manager's BatchHandler: forward records from ``batch.index`` (see the module docstring)."""
-        work = batch.work
-        if not work.admit(batch):
-            return Outcome(0)
-        records, start, end = batch.records, batch.index, batch.limit
-        tier = self.tiers.by_topic[work.topic]
+    def handle(self, run: Run) -> Outcome:
+        """The scheduler's BatchHandler: forward ``run``'s records (see the module docstring)."""
+        records, start, end = run.records, run.start, run.stop
+        tier = self.tiers.by_topic[run.work.topic]
         ack = BatchAck()
         on_delivery = ack.track_many()
         kafka, partitions, fields = self._kafka, self._partitions, self._fields
         lateness: list[int] = []  # of the records delivered here; into the metrics once per batch
-        valid_until = work.valid_until()
         now = now_ms()
         try:
             for i in range(start, end):
                 if i & 63 == 63:  # every 64 records: the clock, and whether the lock still holds
                     now = now_ms()
-                    if time.monotonic() >= valid_until:
-                        valid_until = work.valid_until()
-                        if time.monotonic() >= valid_until:  # a stalled process stops: its lock may be gone
-                            return Outcome(i - start, ack.close(), LOCK_RECHECK_MS)
+                    if not run.still_ours():  # a stalled process stops: its lock may be gone
+                        return Outcome.not_ours(i - start, ack.close())
                 record = records[i]
                 headers = record.headers() or []
                 try:

@@ -35,7 +35,7 @@ from rocketkafka.ordering.metrics import ConsumerMetrics
 from rocketkafka.ordering.options import ConsumerOptions
 from rocketkafka.ordering.partition import Serial
 from rocketkafka.ordering.presence import DELAY_FORWARDER, Announcer, Presence
-from rocketkafka.ordering.work import WorkManager
+from rocketkafka.ordering.scheduler import Scheduler
 from rocketkafka.retry import Reconsumer
 from rocketkafka.schedule.tiers import Tiers
 from rocketkafka.sender import Sender
@@ -163,7 +163,7 @@ class DelayForwarder(EngineStatus):
             self.tiers, producer, self._partitions, admin.partitions,
             lambda record, reason: self._dead_letter(reconsumer, durably, record, reason), self.metrics,
             self._max_ahead)
-        work = WorkManager(handler, o.consume_thread_max, o.max_continuous_consume_ms,
+        work = Scheduler(handler, o.consume_thread_max, o.max_continuous_consume_ms,
                            o.suspend_current_queue_time_ms, f"fwd-{self.group}",
                            on_stall=lambda: self._engine.take_over() if self._engine else None)
         internal = {**{t: self.config.partitions for t in self.tiers.topics()}, reconsumer.dlq_topic: 1}

@@ -30,7 +30,7 @@ from rocketkafka.ordering.options import ConsumerOptions, OwnershipOptions
 from rocketkafka.ordering.order_keys import MESSAGE_KEY, PARTITION, order_key_of, parse_json_path
 from rocketkafka.ordering.push_consumer import PushConsumer
 from rocketkafka.ordering.step import Claim, ClaimContext, Step
-from rocketkafka.ordering.work import BatchHandler, Outcome
+from rocketkafka.ordering.lanes import BatchHandler, Outcome, Run
 
 __all__ = [
     "MESSAGE_KEY",
@@ -64,6 +64,7 @@ __all__ = [
     "PartitionSample",
     "PartitionState",
     "PushConsumer",
+    "Run",
     "State",
     "Step",
     "order_key_of",

@@ -3,7 +3,7 @@
 The mode is only the chunker (:mod:`~rocketkafka.ordering.partition`): concurrent
 batches run on their own, an orderly partition runs one batch at a time, a key-ordered
 partition one batch per order key at a time. The batches run on a
-:class:`~rocketkafka.ordering.work.WorkManager` with the step's handler.
+:class:`~rocketkafka.ordering.scheduler.Scheduler` with the step's handler.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from rocketkafka.admin import TopicAdmin
 from rocketkafka.message import ConsumeFromWhere
 from rocketkafka.ordering.partition import Chunker, PartitionWork
 from rocketkafka.ordering.step import ClaimContext
-from rocketkafka.ordering.work import WorkManager
+from rocketkafka.ordering.scheduler import Scheduler
 from rocketkafka.topic_partition import TP
 
 
@@ -35,7 +35,7 @@ class BatchStep:
     """
 
     def __init__(self, topics: Sequence[str], retry_topic: str | None, internal_topics: dict[str, int],
-                 work: WorkManager, chunker: Chunker, start_from: ConsumeFromWhere,
+                 work: Scheduler, chunker: Chunker, start_from: ConsumeFromWhere,
                  start_timestamp_ms: int | None = None) -> None:
         self._topics = [*topics, *([retry_topic] if retry_topic else [])]
         self.retry_topic, self._internal = retry_topic, internal_topics
@@ -76,8 +76,8 @@ class BatchStep:
     def claim(self, context: ClaimContext) -> PartitionWork:
         return PartitionWork(context, self.work.submit, self.chunker)
 
-    def tick(self) -> None:
-        self.work.tick()
+    def tick(self) -> float | None:
+        return self.work.tick()
 
     def close(self) -> None:
         self.work.close()

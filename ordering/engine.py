@@ -113,6 +113,7 @@ class OwnershipEngine:
         self._lost: deque[set[TP]] = deque()  # from the keeper
         self._due = {"rebalance": 0.0, "acquire": 0.0, "commit": 0.0}
         self._next_look = 0.0  # maintain() does nothing before this, unless the keeper reported news
+        self._step_wait: float | None = None  # how soon the step wants the loop back (its last tick said)
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._poller: threading.Thread | None = None  # the thread that owns the client and the claims now
@@ -202,7 +203,7 @@ class OwnershipEngine:
     def take_over(self) -> None:
         """A fresh thread takes over the poll loop (any thread).
 
-        The work manager calls it when the poll thread is stuck in a listener it ran itself: the
+        The scheduler calls it when the poll thread is stuck in a listener it ran itself: the
         stuck thread leaves the loop once the listener returns, and never touches the client again.
         """
         thread = threading.Thread(target=self.run, name=f"rk-poll-{self.group}", daemon=True)
@@ -221,9 +222,10 @@ class OwnershipEngine:
             while not self._stopping.is_set():
                 self.maintain()
                 self.fetch(self._fetch_timeout())
-                self.step.tick()
+                wait = self.step.tick()
                 if self._poller is not me:
                     return  # another thread took over polling while this one was in a listener
+                self._step_wait = wait
             self.release_all()
             if self.metrics is not None:
                 self.metrics.publish_retired()
@@ -405,7 +407,9 @@ class OwnershipEngine:
     def _fetch_timeout(self) -> float:
         if any(owned.paused for owned in self._owned.values()):
             return 0.005  # nothing wakes the loop when a paused partition's backlog drains: look often
-        return 0.05 if self._owned else 0.1
+        wait = 0.05 if self._owned else 0.1
+        step_wait = self._step_wait  # nothing wakes the loop when a worker posts an outcome either
+        return wait if step_wait is None or step_wait >= wait else step_wait
 
     def health(self) -> Health:
         """State, a dead poll thread's failure, and how many partitions are owned; never raises."""
@@ -417,7 +421,7 @@ class OwnershipEngine:
         return list(self._owned)
 
     def states(self) -> list[PartitionState]:
-        """Every covered partition of the owned claims (poll thread, or a consistent-enough snapshot)."""
+        """Every covered partition of the owned claims (poll thread: other threads read ``metrics``)."""
         out = []
         for owned in list(self._owned.values()):
             positions, backlog = owned.claim.positions(), owned.claim.backlog()
@@ -575,7 +579,6 @@ class OwnershipEngine:
             if owned.revoked:  # lost, not given away: ask for it again now, not at the next safety rebalance
                 self._rebalance_now.set()
             if self.metrics is not None:
-                owned.claim.positions()  # counts what finished since the last look
                 self.metrics.retire(lock, owned.claim.finished())
             log.info("%s released %s", self.name, lock)
 

@@ -44,16 +44,12 @@ from rocketkafka.logs import message_fields
 from rocketkafka.message import ConsumeOrderlyStatus, ConsumeStatus, MessageExt, Suspend
 from rocketkafka.ordering.failures import FailurePolicy, malformed, malformed_cause
 from rocketkafka.ordering.futures import all_of, is_future
+from rocketkafka.ordering.lanes import LOCK_RECHECK_MS, Outcome, Run
 from rocketkafka.ordering.message_batch import BatchFailure, MessageBatch
-from rocketkafka.ordering.partition import Batch, PartitionWork
 from rocketkafka.ordering.selecting import RecordFilter, record_filter
 from rocketkafka.ordering.subscriptions import Subscription, Subscriptions
-from rocketkafka.ordering.work import Outcome
 
 log = logging.getLogger(__name__)
-
-#: A partition whose lock must be renewed first is offered again this much later (ms), not in a busy loop.
-LOCK_RECHECK_MS = 50
 
 Listener = Callable[[MessageExt], Any]
 BatchListener = Callable[["MessageBatch"], Any]
@@ -99,32 +95,30 @@ class ListenerHandler:
             made = self._filters[sub.topic] = record_filter(sub.selector, self.policy.dead_letter_raw)
             return made
 
-    # -- the WorkManager's BatchHandler ------------------------------------------------------
-    def handle(self, batch: Batch) -> Outcome:
-        work, start = batch.work, batch.index
-        if not work.admit(batch):
-            return Outcome(0)  # the partition left (this batch lies after the cut) or was lost
-        if work.topic == self.subscriptions.retry_topic:
-            end, futures, pause = self._retry_copies(batch, start)
+    # -- the scheduler's BatchHandler --------------------------------------------------------
+    def handle(self, run: Run) -> Outcome:
+        topic, start = run.work.topic, run.start
+        if topic == self.subscriptions.retry_topic:
+            end, futures, pause = self._retry_copies(run, start)
         else:
-            sub = self.subscriptions.by_topic[work.topic]  # the engine fetches only subscribed topics
-            run = self._batches if sub.batch_size else self._messages
-            end, futures, pause = run(batch, sub, start, batch.limit, None)
+            sub = self.subscriptions.by_topic[topic]  # the engine fetches only subscribed topics
+            through = self._batches if sub.batch_size else self._messages
+            end, futures, pause = through(run, sub, start, run.stop, None)
         return Outcome(end - start, all_of(futures), pause)
 
-    def _messages(self, batch: Batch, sub: Subscription, i: int, n: int,
+    def _messages(self, run: Run, sub: Subscription, i: int, n: int,
                   topic: str | None) -> tuple[int, list[Any] | None, int | None]:
         """The hot loop: ``records[i:n]`` one by one through a per-message listener.
 
         Returns where it stopped, the futures of pipelined records, and a pause (ms) or ``None``.
         """
-        work, records = batch.work, batch.records
+        records = run.records
         listener, monotonic, new = sub.listener, time.monotonic, _new_message
         selects = self._filter(sub)
-        failures = work.failures
+        retried = run.retried
         futures: list[Any] | None = None
-        exact = not batch.pipelined  # ``done`` may follow every message (see BatchHandler)
-        valid_until = work.valid_until()
+        exact = run.exact  # ``done`` may follow every message (see BatchHandler)
+        valid_until = run.valid_until
         for i in range(i, n):
             record = records[i]
             if selects is not None and not selects(record):
@@ -137,22 +131,20 @@ class ListenerHandler:
             # possible: a pause that lands between this check and the call still runs that one call
             # after it resumes (no client-side check can close that window; README, Reliability).
             if monotonic() >= valid_until:
-                valid_until = work.valid_until()
-                if monotonic() >= valid_until:
+                if not run.still_ours():
                     return i, futures, LOCK_RECHECK_MS
-            if failures and self._given_up(work, msg):
+                valid_until = run.valid_until
+            if retried and self._given_up(run, msg):
                 continue
             try:
                 status = listener(msg)
             except Exception as exc:
                 status = exc
             if status is None or status is _CONSUME_SUCCESS or status is _SUCCESS:
-                if failures:
-                    failures.pop(record.offset(), None)
                 if exact and futures is None:
-                    batch.done = i + 1
+                    run.done = i + 1
                 continue
-            pause = self._answer(work, msg, status)
+            pause = self._answer(run, msg, status)
             if pause is _FUTURE:
                 if futures is None:
                     futures = []
@@ -160,17 +152,17 @@ class ListenerHandler:
             elif pause is not None:
                 return i, futures, pause
             elif exact and futures is None:
-                batch.done = i + 1
+                run.done = i + 1
         return n, futures, None
 
-    def _retry_copies(self, batch: Batch, i: int) -> tuple[int, list[Any] | None, int | None]:
+    def _retry_copies(self, run: Run, i: int) -> tuple[int, list[Any] | None, int | None]:
         """Records of the group's retry topic: each goes to the listener of its original topic.
 
         Retry copies are ours, so their system headers are checked before the listener runs: one
         whose count or id was forged or garbled is dead-lettered as it is (a rare path: no cost to the hot one).
         """
-        records = batch.records
-        while i < batch.limit:
+        records = run.records
+        while i < run.stop:
             sub, topic = self.subscriptions.of_record(records[i])
             record = records[i]
             error = None if sub is None else malformed(MessageExt.of(record))
@@ -180,19 +172,19 @@ class ListenerHandler:
                     f"retry copy of topic {topic!r}, which this group does not subscribe"))
                 i += 1
                 continue
-            end, futures, pause = self._messages(batch, sub, i, i + 1, topic)
+            end, futures, pause = self._messages(run, sub, i, i + 1, topic)
             if end == i or futures or pause is not None:
                 return end, futures, pause
             i = end
         return i, None, None
 
-    def _batches(self, batch: Batch, sub: Subscription, i: int, n: int,
+    def _batches(self, run: Run, sub: Subscription, i: int, n: int,
                  topic: str | None) -> tuple[int, list[Any] | None, int | None]:
         """``records[i:n]`` through a batch listener, up to ``sub.batch_size`` messages a call."""
-        work, records = batch.work, batch.records
+        records = run.records
         selects = self._filter(sub)
         while i < n:
-            if time.monotonic() >= work.valid_until():
+            if not run.still_ours():
                 return i, None, LOCK_RECHECK_MS
             chosen: list[Any] = []
             j = i
@@ -214,7 +206,7 @@ class ListenerHandler:
                 status = _failure_at_garbled(status, chosen)  # the garbled record fails, not the batch's first
             if isinstance(status, BatchFailure) and 0 <= status.index < len(chosen):
                 failed, after = chosen[status.index], records.index(chosen[status.index])
-                pause = self._answer(work, MessageExt.of(failed, topic), status)
+                pause = self._answer(run, MessageExt.of(failed, topic), status)
                 if pause is not None and pause is not _FUTURE:
                     return after, None, pause  # in place: the failed message runs again first
                 i = after + 1  # disposed of; the messages after it go to the listener again
@@ -224,7 +216,7 @@ class ListenerHandler:
                 i = j
                 continue
             if self.policy.in_place:  # the whole batch failed: it runs again from its first message
-                pause = self._answer(work, MessageExt.of(chosen[0], topic), status)
+                pause = self._answer(run, MessageExt.of(chosen[0], topic), status)
                 if pause is not None and pause is not _FUTURE:
                     return records.index(chosen[0]), None, pause
                 i = records.index(chosen[0]) + 1
@@ -235,7 +227,7 @@ class ListenerHandler:
         return i, None, None
 
     # -- answers -----------------------------------------------------------------------------
-    def _answer(self, work: PartitionWork, msg: MessageExt, status: Any) -> Any:
+    def _answer(self, run: Run, msg: MessageExt, status: Any) -> Any:
         """Act on a listener's answer other than success: ``None`` (go on), ``_FUTURE``, or a pause (ms)."""
         if isinstance(status, BaseException) and (garbled := malformed_cause(status, msg.record)) is not None:
             self.policy.dead_letter_raw(msg.record, garbled)  # at once: no retry can mend a garbled header
@@ -252,13 +244,15 @@ class ListenerHandler:
         if isinstance(status, Suspend) and self.orderly:
             if not status.failed:
                 return status.millis
-            return self._failed(work, msg, "listener asked to suspend", status.millis)
+            return self._failed(run, msg, "listener asked to suspend", status.millis)
         reason = self._reason(status)
         if reason is None:
             return None  # a success spelled as an int or an enum of equal value
-        return self._failed(work, msg, reason, self.suspend_ms)
+        return self._failed(run, msg, reason, self.suspend_ms)
 
-    def _failed(self, work: PartitionWork, msg: MessageExt, reason: str, pause_ms: int) -> int | None:
+    def _failed(self, run: Run, msg: MessageExt, reason: str, pause_ms: int) -> int | None:
+        """A failed message: sent back (concurrent), or counted and retried in place after ``pause_ms``
+        (orderly; the count goes to the poll thread in ``run.failure``), or dead-lettered."""
         if not self.policy.in_place:
             self.policy.failed(msg, reason)
             return None
@@ -266,26 +260,23 @@ class ListenerHandler:
             self.policy.dead_letter_raw(msg.record, error)
             return None
         offset = msg.queue_offset
-        tries = work.failures.get(offset, (0, ""))[0] + 1
+        tries = run.tries(offset)[0] + 1
         if tries > self.max_reconsume_times:
-            work.failures.pop(offset, None)
             self.policy.dead_letter(msg, f"max reconsume times {self.max_reconsume_times} reached: {reason}")
             return None
-        work.failures[offset] = (tries, reason)
+        run.failure = (offset, tries, reason)
         log.info("orderly listener failed on %s (try %d): %s", msg.id, tries, reason, extra=message_fields(msg))
         return pause_ms
 
-    def _given_up(self, work: PartitionWork, msg: MessageExt) -> bool:
+    def _given_up(self, run: Run, msg: MessageExt) -> bool:
         """In place: a message whose future failed too often is dead-lettered before it runs again."""
-        tries, reason = work.failures.get(msg.queue_offset, (0, ""))
+        tries, reason = run.tries(msg.queue_offset)
         if (error := malformed(msg)) is not None:  # a forged count cannot be added to
-            work.failures.pop(msg.queue_offset, None)
             self.policy.dead_letter_raw(msg.record, error)
             return True
         msg.reconsume_times = msg.reconsume_times + tries
         if tries <= self.max_reconsume_times:
             return False
-        work.failures.pop(msg.queue_offset, None)
         self.policy.dead_letter(msg, f"max reconsume times {self.max_reconsume_times} reached: {reason}")
         return True
 

@@ -115,6 +115,10 @@ class ConsumerMetrics(MetricsEndpoint):
         self.publish({tp: PartitionSample(None, 0, None, n) for tp, n in self._retired.items()})
 
     # -- readers -----------------------------------------------------------------------
+    def inflight(self) -> int:
+        """Records taken and not finished, over every partition, at the last snapshot (any thread)."""
+        return sum(sample.inflight for sample in self._partitions.values())
+
     def collect(self) -> Iterator[Metric]:
         """The Prometheus collector protocol."""
         group, partitions = self.group, self._partitions

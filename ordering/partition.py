@@ -1,34 +1,33 @@
 """One owned partition of a listener step (RocketMQ's ``ProcessQueue``): fetched records as batches, and where to commit.
 
 Fetched records become :class:`Batch` es -- contiguous runs, or the records of one
-order key -- that the work manager (:mod:`~rocketkafka.ordering.work`) hands to a
+order key -- that the scheduler (:mod:`~rocketkafka.ordering.scheduler`) hands to a
 handler, front to back. A batch knows the next record to hand (``index``) and how
 many from its front are finished (``done``: handled, and settled where a handler
 returned a future). The commit point is the lowest unfinished offset of the
 partition, so it never passes a record still in a handler, not yet run, or not yet
-durable.
+durable. Everything here runs on the poll thread: workers only read what they were
+handed and post what they did (:mod:`~rocketkafka.ordering.lanes`).
 
 **Leaving without re-delivery.** When the partition leaves gracefully every offset
 below the committed point must be handled and none at or above it. :meth:`PartitionWork.leave`
-draws a *cut* after the last record of every batch a handler has begun: records below
-the cut still run (in their order), records at or above it never start, and once all
-below it are done the commit point is the cut. One rule serves every mode; a batch
-begun is finished (at most ``consume_batch_size`` records), so the hot loop checks
-nothing per record for it. Admission needs no lock either: a worker marks a batch
-``admitted`` *before* it reads ``cutting``; ``leave`` raises ``cutting`` before it reads
-the batches. Whatever the interleaving, a batch begun lies below the cut, or its worker
-saw ``cutting`` and asks under the lock, where a batch reaching past the cut is
-trimmed to it (``Batch.limit``).
+draws a *cut* after the last record of every batch handed to a lane and not back yet,
+and after the last record handed of every other batch: records below the cut still run
+(in their order), records at or above it never start, and once everything handed out
+came back and all below the cut are done, the commit point is the cut. One rule serves
+every mode; a batch handed out is finished (at most ``consume_batch_size`` records), so
+the hot loop checks nothing per record for it, and no lock is needed: dispatch, outcomes
+and the cut all happen on one thread.
 
 :meth:`PartitionWork.revoke` (the lock was lost) stops everything at once instead;
 nothing is committed.
 """
 
+
 from __future__ import annotations
 
-import threading
 from collections import deque
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from rocketkafka.ordering.step import ClaimContext
@@ -55,18 +54,14 @@ class Batch:
     (other keys' records lie in between).
     """
 
-    __slots__ = ("work", "records", "start", "end", "shard", "index", "done", "limit", "admitted", "running",
-                 "pipelined")
+    __slots__ = ("work", "records", "start", "end", "shard", "index", "done", "run")
 
     def __init__(self, work: PartitionWork, records: list[Any], shard: Hashable) -> None:
         self.work, self.records, self.shard = work, records, shard
         self.start, self.end = records[0].offset(), records[-1].offset() + 1
         self.index = 0  # next record to hand to the handler
         self.done = 0  # records from the front that are finished (handled and settled)
-        self.limit = len(records)  # records from here on never start (a cut through the batch)
-        self.admitted = False  # a handler has begun it: the cut lies after its end
-        self.running = False
-        self.pipelined = False  # earlier records of its shard await a future: ``done`` moves only when they settle
+        self.run: Any = None  # the lanes.Run handed out and not back yet
 
     @property
     def finished(self) -> bool:
@@ -74,8 +69,12 @@ class Batch:
 
     @property
     def position(self) -> int:
-        """The offset of the first unfinished record (``end`` when all are finished)."""
-        return self.records[self.done].offset() if self.done < len(self.records) else self.end
+        """The offset of the first unfinished record (``end`` when all are finished), counting what the
+        handler of a run still out reported finished record by record."""
+        done, run = self.done, self.run
+        if run is not None and run.exact and run.done > done:
+            done = run.done
+        return self.records[done].offset() if done < len(self.records) else self.end
 
     def __repr__(self) -> str:
         return f"Batch({self.work.tp}, [{self.start}, {self.end}), index={self.index}, done={self.done})"
@@ -86,7 +85,7 @@ class PartitionWork:
 
     Parameters:
         context: what the engine gave the claim (partition, start offset, lock validity).
-        submit: hands a new batch to what runs it (the work manager's ``submit``).
+        submit: hands a new batch to what runs it (the scheduler's ``submit``).
         chunker: how fetched records become batches (mode: contiguous runs or order keys).
     """
 
@@ -98,12 +97,11 @@ class PartitionWork:
         self._contiguous = chunker.contiguous
         self.next_offset = context.offsets[self.tp]  # after the last record taken (negative: a logical start)
         self.batches: deque[Batch] = deque()  # unfinished, in order of their first offset
-        self.cutting = False  # leave() began: handlers check the cut before each record
         self.cut: int | None = None  # leaving: records at or after it never start
         self.revoked = False  # lock lost: nothing more runs, nothing is committed
         self.failures: dict[int, tuple[int, str]] = {}  # offset -> (failed tries, last error): in-place retries
+        self.out = 0  # runs handed to lanes and not back yet
         self._finished = 0
-        self._cut_lock = threading.Lock()
 
     # -- Claim protocol (poll thread) ------------------------------------------------------
     def take(self, tp: TP, records: Sequence[Any]) -> None:
@@ -122,7 +120,7 @@ class PartitionWork:
         return {self.tp: point} if point >= 0 else {}
 
     def progress(self) -> tuple[int, int] | None:
-        acked = self.commit_point(pop=False)
+        acked = self._point(list(self.batches))  # the keeper thread: a copy, taken in one step, is read
         if acked < 0:
             return None
         return max(self.delivered(), acked), acked
@@ -135,61 +133,55 @@ class PartitionWork:
         return self._finished
 
     def leave(self) -> None:
-        """Cut after the last record of every batch begun (see the module docstring)."""
-        self.cutting = True
-        with self._cut_lock:
-            handed = [h for b in list(self.batches) if b.admitted and (h := _handed_through(b)) is not None]
-            point = self.commit_point(pop=False)
-            self.cut = max([*handed, point]) if point >= 0 else (max(handed) if handed else self.next_offset)
+        """Cut after everything handed out (see the module docstring)."""
+        handed = [h for b in self.batches if (h := _handed_through(b)) is not None]
+        point = self.commit_point()
+        self.cut = max([*handed, point]) if point >= 0 else (max(handed) if handed else self.next_offset)
 
     def revoke(self) -> None:
         self.revoked = True
-        self.cutting = True
-        with self._cut_lock:
-            self.cut = -1
+        self.cut = -1
 
     def drained(self) -> bool:
-        if any(b.running for b in list(self.batches)):
+        if self.out:
             return False
         if self.revoked or self.cut is None:
             return True
         return self.commit_point() >= self.cut
 
-    # -- worker side -----------------------------------------------------------------------
-    def admit(self, batch: Batch) -> bool:
-        """A handler asks to begin (or go on with) ``batch``: False when the partition was lost, or
-        when leaving and the batch lies at or after the cut (a batch reaching past it is trimmed)."""
-        batch.admitted = True  # before cutting is read: see the module docstring
-        if not self.cutting:
-            return True
-        with self._cut_lock:
-            cut = self.cut
-            if self.revoked or cut is None or batch.position >= cut:
-                batch.admitted = False
-                return False
-            if batch.end > cut:
-                batch.limit = next(i for i, r in enumerate(batch.records) if r.offset() >= cut)
-            return True
-
     def may_start(self, offset: int) -> bool:
-        """Whether a record at ``offset`` may still be scheduled (the work manager asks before queueing it)."""
+        """Whether a record at ``offset`` may still be handed out (the scheduler asks before it feeds a batch)."""
         if self.revoked:
             return False
         cut = self.cut
         return cut is None or offset < cut
 
+    def stop_for(self, batch: Batch) -> int | None:
+        """How far ``batch`` may be handed: all of it, or up to a leaving partition's cut; ``None``: not at all."""
+        if not self.may_start(batch.position):
+            return None
+        cut = self.cut
+        if cut is None or batch.end <= cut:
+            return len(batch.records)
+        return next(i for i, r in enumerate(batch.records) if r.offset() >= cut)
+
     # -- offsets -----------------------------------------------------------------------------
-    def commit_point(self, pop: bool = True) -> int:
-        """The lowest unfinished offset (``next_offset`` when nothing is unfinished); ``pop`` drops finished fronts."""
-        batches = self.batches
-        if pop:
-            while batches and batches[0].finished:
-                self._finished += len(batches.popleft().records)
+    def commit_point(self) -> int:
+        """The lowest unfinished offset (``next_offset`` when nothing is unfinished); reads only."""
+        return self._point(self.batches)
+
+    def _point(self, batches: Iterable[Batch]) -> int:
         if self._contiguous:
-            front = next((b for b in list(batches) if not b.finished), None)
+            front = next((b for b in batches if not b.finished), None)
             return front.position if front is not None else self.next_offset
-        unfinished = [b.position for b in list(batches) if not b.finished]
+        unfinished = [b.position for b in batches if not b.finished]
         return min(unfinished) if unfinished else self.next_offset
+
+    def drop_finished(self) -> None:
+        """Let go of the finished batches at the front (the settlement calls it as batches finish)."""
+        batches = self.batches
+        while batches and batches[0].finished:
+            self._finished += len(batches.popleft().records)
 
     def delivered(self) -> int:
         """The offset after the last record this owner took on: fetched, or up to the cut once leaving."""
@@ -197,10 +189,10 @@ class PartitionWork:
 
 
 def _handed_through(batch: Batch) -> int | None:
-    """The offset after which nothing of ``batch`` was handed out: all of a batch a handler is executing (it
-    finishes it), up to the last record handed of a paused or finished one (a key may finish above the commit
-    point), else ``None``."""
-    if batch.running:
+    """The offset after which nothing of ``batch`` was handed out: all of a batch a lane holds (it finishes
+    it), up to the last record handed of a paused or finished one (a key may finish above the commit point),
+    else ``None``."""
+    if batch.run is not None:
         return batch.end
     if batch.index:
         return batch.records[batch.index - 1].offset() + 1

@@ -4,7 +4,7 @@ It is the ownership engine (:mod:`~rocketkafka.ordering.engine`: membership,
 allocation, the Redis lock table, fetching, flow control, commits) running the
 consume step (:mod:`~rocketkafka.ordering.batch_step`) with the listener handler
 (:mod:`~rocketkafka.ordering.listening`) on a worker pool
-(:mod:`~rocketkafka.ordering.work`). The mode is how records are sharded:
+(:mod:`~rocketkafka.ordering.scheduler`). The mode is how records are sharded:
 
 - concurrent (``orderly=False``): batches of a partition run in parallel; a failed
   message goes to the group's retry topic (after RocketMQ's back-off through the delay
@@ -50,7 +50,7 @@ from rocketkafka.ordering.partition import ByKey, Chunker, Serial, Unordered
 from rocketkafka.ordering.presence import DELAY_FORWARDER, Presence
 from rocketkafka.ordering.subscriptions import Subscription, Subscriptions
 from rocketkafka.ordering.tracing import ListenerTrace
-from rocketkafka.ordering.work import WorkManager
+from rocketkafka.ordering.scheduler import Scheduler
 from rocketkafka.retry import Reconsumer
 from rocketkafka.schedule.routing import retry_backoff
 from rocketkafka.sender import Sender
@@ -330,7 +330,7 @@ class PushConsumer(ConnectionSetters, EngineStatus):
             RetryInPlace(self._reconsumer, durably) if self.orderly else SendBack(self._reconsumer, durably)
         handler = ListenerHandler(self._subscriptions, policy, orderly=self.orderly,
                                   max_reconsume_times=o.max_reconsume_times, suspend_ms=o.suspend_current_queue_time_ms)
-        work = WorkManager(handler, o.consume_thread_max, o.max_continuous_consume_ms, o.suspend_current_queue_time_ms,
+        work = Scheduler(handler, o.consume_thread_max, o.max_continuous_consume_ms, o.suspend_current_queue_time_ms,
                            self.group_id, on_stall=lambda: self._engine.take_over() if self._engine else None)
         chunker: Chunker = ByKey(o.consume_batch_size, order_key_of(o.order_key)) if self.keyed else \
             Serial(o.consume_batch_size) if self.orderly else Unordered(o.consume_batch_size)

@@ -99,8 +99,12 @@ class Step(Protocol):
     def claim(self, context: ClaimContext) -> Claim:
         """The work on a lock just won."""
 
-    def tick(self) -> None:
-        """Once per loop, after the fetched records were handed out (timers, delivery reports)."""
+    def tick(self) -> float | None:
+        """Once per loop, after the fetched records were handed out (timers, delivery reports).
+
+        Returns how soon (s) the step wants the loop back (work out on other threads, a pause
+        ending), or ``None`` when it does not mind.
+        """
 
     def close(self) -> None:
         """The engine stopped (every claim drained and released): close what the step opened."""

@@ -40,7 +40,7 @@ SURFACE: dict[str, list[str]] = {
         'ConsumerOptions', 'Health', 'Held', 'IdempotentConsumer', 'LockRenewer', 'LockSettings', 'LockTable',
         'MachineRoomNearby', 'MarkState', 'Member', 'Membership', 'MembershipSettings', 'MessageBatch',
         'Outcome', 'OwnershipEngine', 'OwnershipOptions', 'PartitionSample', 'PartitionState', 'PushConsumer',
-        'State', 'Step', 'order_key_of', 'parse_json_path', 'strategy_named',
+        'Run', 'State', 'Step', 'order_key_of', 'parse_json_path', 'strategy_named',
     ],
     "rocketkafka.ordering.locks": [
         'Held', 'LockRenewer', 'LockSettings', 'LockTable', 'agree', 'issue_token', 'quorum', 'quorum_ttl',

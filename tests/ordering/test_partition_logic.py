@@ -7,6 +7,7 @@ import json
 import pytest
 
 from rocketkafka.ordering.order_keys import order_key_of, parse_json_path, validate_order_key
+from rocketkafka.ordering.lanes import Run
 from rocketkafka.ordering.partition import Batch, ByKey, PartitionWork, Serial, Unordered
 from rocketkafka.ordering.step import ClaimContext
 from tests.ordering.conftest import Rec
@@ -90,13 +91,21 @@ def _keyed(layout: dict[bytes, list[int]], size: int = 100) -> tuple[PartitionWo
     return work, by_key
 
 
-def _run(work: PartitionWork, batch: Batch, n: int | None = None) -> list[int]:
-    """A worker handles ``n`` records of ``batch`` (all it may); returns the offsets it handled."""
-    assert work.admit(batch)
-    upto = batch.limit if n is None else min(batch.limit, batch.index + n)
+def _run(work: PartitionWork, batch: Batch, n: int | None = None, stays_out: bool = False) -> list[int]:
+    """The scheduler hands ``batch`` to a lane, whose handler handles ``n`` records (all it may), and the
+    poll thread applies the outcome; ``stays_out``: the lane still holds the batch (its handler is inside it).
+    Returns the offsets handled."""
+    stop = work.stop_for(batch)
+    assert stop is not None, "the batch may not start"
+    if batch.run is None:
+        batch.run = Run(batch, stop, {})
+        work.out += 1
+    upto = stop if n is None else min(stop, batch.index + n)
     handled = [r.offset() for r in batch.records[batch.index:upto]]
     batch.index = batch.done = upto
-    batch.running = batch.index < batch.limit and n is not None
+    if not stays_out:
+        batch.run = None
+        work.out -= 1
     return handled
 
 
@@ -114,14 +123,14 @@ def test_commit_point_is_the_lowest_unfinished_record_across_keys():
 def test_graceful_cut_lies_after_every_batch_begun_and_hands_over_exactly_what_is_below_it():
     work, b = _keyed({b"a": [0, 3, 6, 9], b"b": [1, 4, 7], b"c": [2, 5, 8]}, size=2)
     handled = _run(work, b[b"a"][0])  # a: 0, 3
-    handled += _run(work, b[b"a"][1], 1)  # a: 6, and 9 not yet: a's second batch has begun
+    handled += _run(work, b[b"a"][1], 1, stays_out=True)  # a: 6, and 9 not yet: a's second batch is out
     work.leave()
     assert work.cut == 10  # after the last record of every batch begun
     assert not work.drained()
     handled += _run(work, b[b"a"][1])  # 9 still runs: its batch was begun
     for key in (b"b", b"c"):
         for batch in b[key]:
-            assert work.may_start(batch.position) and work.admit(batch)  # all below the cut run
+            assert work.stop_for(batch) == len(batch.records)  # all below the cut run
             handled += _run(work, batch)
     assert work.drained() and work.commit_point() == 10 == work.cut
     assert sorted(handled) == list(range(work.cut)), "handled set is exactly [start, cut)"
@@ -139,10 +148,10 @@ def test_a_key_finished_above_the_commit_point_moves_the_cut_past_it():
 
 def test_a_batch_not_begun_reaching_past_the_cut_is_trimmed_to_it():
     work, b = _keyed({b"a": [0, 5], b"b": [1, 2, 3, 4, 6, 7]})
-    _run(work, b[b"a"][0], 1)  # a is inside record 0: its batch [0, 5] has begun
+    _run(work, b[b"a"][0], 1, stays_out=True)  # a is inside record 0: its batch [0, 5] is out
     work.leave()
     assert work.cut == 6
-    assert work.admit(b[b"b"][0]) and b[b"b"][0].limit == 4  # 1..4 run, 6 and 7 never start
+    assert work.stop_for(b[b"b"][0]) == 4  # 1..4 run, 6 and 7 never start
     handled = _run(work, b[b"b"][0]) + _run(work, b[b"a"][0])
     assert sorted(handled) == [1, 2, 3, 4, 5] and work.drained() and work.commit_point() == 6
 
@@ -150,7 +159,7 @@ def test_a_batch_not_begun_reaching_past_the_cut_is_trimmed_to_it():
 def test_revoked_partition_admits_nothing_and_drains_when_idle():
     work, b = _keyed({b"a": [0, 1]})
     work.revoke()
-    assert not work.admit(b[b"a"][0]) and not work.may_start(0)
+    assert work.stop_for(b[b"a"][0]) is None and not work.may_start(0)
     assert work.drained() and work.positions() == {("t", 0): 0}
 
 
@@ -165,9 +174,9 @@ def test_a_partition_that_handed_nothing_drains_at_once_when_left(start):
 def test_orderly_partition_cuts_after_the_batch_in_the_handler():
     work, submitted = _work(0, Serial(3))
     work.take(("t", 0), [Rec(o) for o in range(7)])  # batches [0..2] [3..5] [6]
-    _run(work, submitted[0], 2)  # the handler is inside the first batch
+    _run(work, submitted[0], 2, stays_out=True)  # the handler is inside the first batch
     work.leave()
-    assert work.cut == 3 and not work.may_start(3) and not work.admit(submitted[1])
+    assert work.cut == 3 and not work.may_start(3) and work.stop_for(submitted[1]) is None
     _run(work, submitted[0])
     assert work.drained() and work.commit_point() == 3
 
@@ -177,8 +186,7 @@ def test_a_paused_batch_cuts_after_the_records_handed_and_the_rest_goes_to_the_n
     cut lies after what was handed, so leaving never waits for the suspension (it may be long)."""
     work, submitted = _work(0, Serial(5))
     work.take(("t", 0), [Rec(o) for o in range(5)])
-    _run(work, submitted[0], 2)
-    submitted[0].running = False  # the handler returned with a pause: nothing executes it
+    _run(work, submitted[0], 2)  # the handler returned with a pause: the batch is back
     work.leave()
     assert work.cut == 2 and work.drained() and work.commit_point() == 2
 
@@ -187,7 +195,6 @@ def test_a_revoked_partition_with_a_paused_batch_drains_at_once():
     work, submitted = _work(0, Serial(5))
     work.take(("t", 0), [Rec(o) for o in range(5)])
     _run(work, submitted[0], 2)
-    submitted[0].running = False
     work.revoke()
     assert work.drained()
 

@@ -166,12 +166,13 @@ def _child(spec: dict[str, Any]) -> None:
 
     consumer = PushConsumer(f"bench-memory-{os.getpid()}", settings=Settings(**spec["settings"]),
                             orderly=spec["orderly"], consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-                            **spec["options"])
+                            **{"metrics": True, **spec["options"]})
     consumer.subscribe(spec["topic"], handle)
     consumer.start()
     status = Path(spec["status"])
     while not stop.wait(0.5):
-        held = sum(state.backlog for state in consumer.engine.states())
+        assert consumer.metrics is not None
+        held = consumer.metrics.inflight()  # the poll thread's snapshot: the claims are its alone
         tmp = status.with_suffix(".tmp")
         tmp.write_text(json.dumps({"handled": handled[0], "held": held}))
         tmp.replace(status)

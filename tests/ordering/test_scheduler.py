@@ -1,4 +1,7 @@
-"""The work manager's scheduling with a scripted handler: pauses, settlements, rewinds (no Kafka)."""
+"""The scheduler with a scripted handler: pauses, settlements, rewinds, and who writes batch state (no Kafka).
+
+The test's thread plays the poll thread: it calls ``tick()``, which applies what the workers posted.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +11,10 @@ from concurrent.futures import Future
 
 import pytest
 
+from rocketkafka.ordering.lanes import Outcome, Run
 from rocketkafka.ordering.partition import Batch, PartitionWork, Serial
+from rocketkafka.ordering.scheduler import Scheduler
 from rocketkafka.ordering.step import ClaimContext
-from rocketkafka.ordering.work import Outcome, WorkManager
 from tests.ordering.conftest import Rec
 
 
@@ -22,35 +26,37 @@ class Scripted:
         self.offered: list[int] = []
         self.gate, self.gated_call = gate, gated_call  # call number ``gated_call`` waits for ``gate``
 
-    def handle(self, batch: Batch) -> Outcome:
-        if not batch.work.admit(batch):
-            return Outcome(0)
-        self.offered.append(batch.records[batch.index].offset())
+    def handle(self, run: Run) -> Outcome:
+        self.offered.append(run.records[run.start].offset())
         if self.gate is not None and len(self.offered) - 1 == self.gated_call:
             self.gate.wait(5)
         if self.outcomes:
             return self.outcomes.pop(0)
-        return Outcome(batch.limit - batch.index)
+        return Outcome(run.stop - run.start)
 
 
-def _setup(handler: Scripted, records: int = 5) -> tuple[WorkManager, PartitionWork, Batch]:
-    manager = WorkManager(handler, threads=2, max_continuous_ms=1000, rewind_pause_ms=20, name="test")
+def _setup(handler: Scripted, records: int = 5) -> tuple[Scheduler, PartitionWork, Batch]:
+    manager = Scheduler(handler, threads=2, max_continuous_ms=1000, rewind_pause_ms=20, name="test")
     context = ClaimContext(("t", 0), (("t", 0),), 1, {("t", 0): 0}, lambda: float("inf"), lambda tp, o: None)
     work = PartitionWork(context, manager.submit, Serial(records))
     work.take(("t", 0), [Rec(o) for o in range(records)])
     return manager, work, work.batches[0]
 
 
-def _until(condition, timeout: float = 5.0) -> None:
+def _until(manager: Scheduler, condition, timeout: float = 5.0) -> None:
+    """Tick as the poll thread would until ``condition()`` holds."""
     deadline = time.monotonic() + timeout
-    while not condition():
+    while True:
+        manager.tick()
+        if condition():
+            return
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.002)
 
 
 @pytest.fixture
 def managers():
-    made: list[WorkManager] = []
+    made: list[Scheduler] = []
     yield made
     for manager in made:
         manager.close()
@@ -61,10 +67,10 @@ def test_a_paused_batch_is_not_running_once_its_records_settled(managers):
     handler = Scripted(Outcome(2, settled, pause_ms=60_000))  # two handed, then a long wait (a record not due)
     manager, work, batch = _setup(handler)
     managers.append(manager)
-    _until(lambda: batch.index == 2 and not batch.running)
+    _until(manager, lambda: batch.index == 2 and batch.run is None)
     settled.set_result(None)
-    _until(lambda: batch.done == 2)
-    assert not batch.running
+    _until(manager, lambda: batch.done == 2)
+    assert batch.run is None
     work.leave()  # must not wait for the pause: the rest goes to the next owner
     assert work.cut == 2 and work.drained() and work.commit_point() == 2
 
@@ -73,7 +79,7 @@ def test_a_lock_lost_during_a_pause_drains_at_once(managers):
     handler = Scripted(Outcome(2, Future(), pause_ms=60_000))  # the future never resolves
     manager, work, batch = _setup(handler)
     managers.append(manager)
-    _until(lambda: batch.index == 2 and not batch.running)
+    _until(manager, lambda: batch.index == 2 and batch.run is None)
     work.revoke()
     assert work.drained()
 
@@ -83,12 +89,13 @@ def test_a_failed_settlement_hands_its_records_again_from_the_first_unsettled(ma
     handler = Scripted(Outcome(3, failed, pause_ms=0))
     manager, work, batch = _setup(handler)
     managers.append(manager)
-    _until(lambda: batch.index == 5)  # 0..2 await their future; 3, 4 are handed behind them (pipelining)
+    _until(manager, lambda: batch.index == 5)  # 0..2 await their future; 3, 4 are handed behind them (pipelining)
     assert work.commit_point() == 0
     failed.set_exception(RuntimeError("broker said no"))
-    _until(lambda: work.commit_point() == 5)
+    _until(manager, lambda: work.failures.get(0, (0, ""))[0] == 1)  # the failed try is counted
+    _until(manager, lambda: work.commit_point() == 5)
     assert handler.offered == [0, 3, 0]  # after the failure everything unsettled is offered again from 0
-    assert work.failures[0][0] == 1
+    assert not work.failures  # finished records' counts are done with
 
 
 def test_a_rewind_while_the_handler_runs_voids_its_outcome(managers):
@@ -97,9 +104,9 @@ def test_a_rewind_while_the_handler_runs_voids_its_outcome(managers):
     handler = Scripted(Outcome(2, first), Outcome(1, None, pause_ms=0), gate=gate, gated_call=1)
     manager, work, batch = _setup(handler)
     managers.append(manager)
-    _until(lambda: len(handler.offered) == 2)  # the second run is inside the handler
+    _until(manager, lambda: len(handler.offered) == 2)  # the second run is inside the handler
     first.set_exception(RuntimeError("lost"))  # rewinds the shard to 0 while the handler holds the batch
     gate.set()
-    _until(lambda: work.commit_point() == 5)
+    _until(manager, lambda: work.commit_point() == 5)
     assert handler.offered[:3] == [0, 2, 0]  # the voided run's record 2 is not counted as handled
     assert batch.done == batch.index == 5

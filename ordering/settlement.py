@@ -1,0 +1,151 @@
+"""Applying the mailbox (poll thread): outcomes, settlements in order, rewinds, pauses.
+
+Every write to a batch, a partition's in-place retry counts and a shard happens here or
+in the scheduler, on the poll thread (:mod:`~rocketkafka.ordering.scheduler`). A handed
+record is finished (``Batch.done``) once it is through the handler and, where a handler
+returned a future, that future and every earlier one of its shard resolved. A failed
+future rewinds the shard: everything unsettled is handed again from the first unsettled
+record after the rewind pause, and what the shard's running lane still reports is void
+(its epoch is over).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Hashable
+from queue import Empty
+from typing import Any
+
+from rocketkafka.ordering.lanes import Handled, Lane, Post, Settled
+from rocketkafka.ordering.partition import Batch, PartitionWork
+
+log = logging.getLogger(__name__)
+
+
+class _Settlement:
+    """Records of one batch handed out and not yet durable: they settle when ``future`` resolves."""
+
+    __slots__ = ("batch", "upto", "future")
+
+    def __init__(self, batch: Batch, upto: int, future: Any) -> None:
+        self.batch, self.upto, self.future = batch, upto, future
+
+
+class Shard:
+    """Batches that run one after another on one lane at a time (poll thread)."""
+
+    __slots__ = ("key", "batches", "lane", "fed", "due", "unsettled", "epoch")
+
+    def __init__(self, key: Hashable) -> None:
+        self.key = key
+        self.batches: deque[Batch] = deque()  # unfinished, in order; the first ``fed`` are in the lane
+        self.lane: Lane | None = None
+        self.fed = 0
+        self.due = 0.0  # suspended until (monotonic s)
+        self.unsettled: deque[_Settlement] = deque()
+        self.epoch = 0  # raised by a rewind: what a lane begun before it reports is void
+
+
+def handled(shard: Shard, lane: Lane, message: Handled, post: Post) -> None:
+    """A run's outcome: move the batch's ``index`` (and ``done``, when nothing awaits a future), suspend on a pause."""
+    run, outcome = message.run, message.outcome
+    batch = run.batch
+    _returned(batch, run)
+    if lane.epoch != shard.epoch:
+        return  # a rewind came after this run began: its records are handed again
+    work = batch.work
+    if run.failure is not None:
+        offset, tries, reason = run.failure
+        work.failures[offset] = (tries, reason)
+    if run.exact and run.done > batch.done:
+        _finish(batch, run.done)  # what the handler reported record by record before any future
+    if outcome.handled:
+        batch.index = run.start + outcome.handled
+        if outcome.settled is None and not shard.unsettled:
+            _finish(batch, batch.index)
+        else:
+            shard.unsettled.append(_Settlement(batch, batch.index, outcome.settled))
+            if outcome.settled is not None:
+                outcome.settled.add_done_callback(lambda _f, shard=shard: post(Settled(shard)))
+    if batch.index >= len(batch.records):
+        if shard.batches and shard.batches[0] is batch:
+            shard.batches.popleft()
+            shard.fed -= 1
+        elif batch in shard.batches:
+            shard.batches.remove(batch)
+    if outcome.pause_ms is not None:
+        shard.due = message.at + outcome.pause_ms / 1000
+
+
+def lane_ended(shard: Shard, lane: Lane) -> None:
+    """The lane's worker stopped: the runs it never took go back to the shard (its next lane takes them again)."""
+    while True:
+        try:
+            run = lane.feed.get_nowait()
+        except Empty:
+            break
+        _returned(run.batch, run)
+    if shard.lane is lane:
+        shard.lane = None
+        shard.fed = 0
+
+
+def settle(shard: Shard, rewind_pause_s: float) -> bool:
+    """Finish handed records, in order, as far as their futures resolved; True when the shard must be scheduled."""
+    while shard.unsettled:
+        head = shard.unsettled[0]
+        future = head.future
+        if future is not None:
+            if not future.done():
+                return False
+            if future.exception() is not None:
+                _rewind(shard, head, future.exception(), rewind_pause_s)
+                return True
+        shard.unsettled.popleft()
+        _finish(head.batch, head.upto)
+    return not shard.batches and shard.lane is None  # nothing left: the scheduler forgets it
+
+
+def _returned(batch: Batch, run: Any) -> None:
+    """``run`` of ``batch`` is back from its lane (handled, or never taken)."""
+    if batch.run is run:
+        batch.run = None
+        batch.work.out -= 1
+
+
+def _finish(batch: Batch, upto: int) -> None:
+    """The first ``upto`` records of ``batch`` are finished; their in-place retry counts are done with."""
+    if upto <= batch.done:
+        return
+    work: PartitionWork = batch.work
+    if work.failures:
+        for record in batch.records[batch.done:upto]:
+            work.failures.pop(record.offset(), None)
+    batch.done = upto
+    if batch.finished and work.batches and work.batches[0] is batch:
+        work.drop_finished()
+
+
+def _rewind(shard: Shard, failed: _Settlement, error: BaseException, pause_s: float) -> None:
+    """A future failed: hand everything unsettled again, after the pause; the running lane's reports are void."""
+    batch = failed.batch
+    work = batch.work
+    first = batch.records[batch.done].offset() if batch.done < len(batch.records) else batch.end
+    tries, _ = work.failures.get(first, (0, ""))
+    work.failures[first] = (tries + 1, f"{type(error).__name__}: {error}")
+    log.warning("delivery of %s@%d failed (%s); the partition rewinds there and retries", work.tp, first, error)
+    rewound: list[Batch] = []
+    for settlement in shard.unsettled:
+        if settlement.batch not in rewound:
+            rewound.append(settlement.batch)
+            settlement.batch.index = settlement.batch.done
+    shard.unsettled.clear()
+    shard.epoch += 1
+    if shard.lane is not None:
+        shard.lane.cancelled = True
+    for each in reversed(rewound):
+        if each not in shard.batches:
+            shard.batches.appendleft(each)
+    shard.due = time.monotonic() + pause_s
