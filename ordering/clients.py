@@ -8,10 +8,9 @@ still renews the locks, so no other member takes the partitions either (the forg
 broker lingers in the client's statistics in state ``INIT``, its thread ended; the group
 coordinator has no address). :class:`OwnClients` reads the current client's statistics
 every :data:`CLIENT_CHECK_MS`; after two in a row in which no broker is connected or trying
-to be, :attr:`OwnClients.lost_every_broker` tells the engine to build a new client
-(:meth:`OwnClients.new`), assign it what the claims own, and let the old one go
-(:meth:`OwnClients.retire`). A broker that is down keeps its entry trying to reconnect, so
-an outage replaces nothing.
+to be, :attr:`OwnClients.lost_every_broker` tells the engine to build a new client,
+assign it what the claims own, and let the old one go (:meth:`OwnClients.replace`). A
+broker that is down keeps its entry trying to reconnect, so an outage replaces nothing.
 """
 
 from __future__ import annotations
@@ -19,12 +18,13 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, TopicPartition
 
 from rocketkafka.config import kafka_client
+from rocketkafka.ordering.owned import OwnedLock
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +79,32 @@ class OwnClients:
             self.replaced += 1
         self.current, self.brokerless = client, 0
         return client
+
+    def replace(self, owned: Collection[OwnedLock], leaving: Iterable[OwnedLock], partitions: int) -> None:
+        """A new current client goes on where the old one stopped fetching; the old one is retired.
+
+        It is assigned every ``owned`` partition at its :attr:`OwnedLock.fetch_from` (paused ones
+        stay paused), and nothing counts as committed any more, of ``owned`` or ``leaving`` locks:
+        commits the old client held may never land, so every position is committed again.
+        ``partitions`` is how many partitions it goes on with (the engine's count, for the log).
+        """
+        old = self.current
+        try:
+            new = self.new()
+            log.warning("%s: the Kafka client reaches for no broker any more (it forgot them after a "
+                        "Metadata answer that listed none, as while every broker is fenced); a new client "
+                        "goes on with its %d partition(s)", self.name, partitions)
+            for o in [*owned, *leaving]:
+                o.committed.clear()
+            assignment = [TopicPartition(*tp, o.fetch_from[tp]) for o in owned for tp in o.partitions]
+            if assignment:
+                new.incremental_assign(assignment)
+            paused = [TopicPartition(*tp) for o in owned for tp in o.paused]
+            if paused:
+                new.pause(paused)
+        finally:  # the old client goes whatever happened here
+            if old is not None and old is not self.current:
+                self.retire(old)
 
     def retire(self, old: Consumer) -> None:
         """Close a replaced client on a thread of its own: without a broker, closing may wait."""

@@ -5,11 +5,15 @@ of them stop while together they hold more than ``total``. A paused one fetches 
 is down to half its threshold and the total to half of its own, so a partition at the edge
 does not flap between the two. Only pauses made here are in :attr:`OwnedLock.paused`; a user's
 own ``pause()`` on the drop-in consumer is never undone (its claims report no backlog).
+:func:`throttle` and :func:`pause_and_resume` tell the Kafka client; the rest only decides.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
+from typing import Any
+
+from confluent_kafka import TopicPartition
 
 from rocketkafka.ordering.owned import OwnedLock
 from rocketkafka.topic_partition import TP
@@ -42,3 +46,26 @@ def pauses_and_resumes(owned: Iterable[OwnedLock], per_partition: int, total: in
             o.paused.discard(tp)
             resume.append(tp)
     return pause, resume
+
+
+def throttle(kafka: Any, owned: OwnedLock, every: Collection[OwnedLock], partitions: int, per_partition: int,
+             total: int) -> None:
+    """Pause ``owned``'s partitions over their threshold right after it took records: one fetch over at most.
+
+    ``every`` is every owned claim, covering ``partitions`` partitions: the total is checked here too, not
+    only at the next :func:`pause_and_resume`, as together they can exceed it while each sits under its own.
+    """
+    over = over_threshold(owned, per_partition)
+    if over:
+        kafka.pause([TopicPartition(*tp) for tp in over])
+    if over_total(every, per_partition, partitions, total):
+        pause_and_resume(kafka, every, per_partition, total)
+
+
+def pause_and_resume(kafka: Any, owned: Iterable[OwnedLock], per_partition: int, total: int) -> None:
+    """Pause and resume on ``kafka`` what :func:`pauses_and_resumes` says."""
+    pause, resume = pauses_and_resumes(owned, per_partition, total)
+    if pause:
+        kafka.pause([TopicPartition(*tp) for tp in pause])
+    if resume:
+        kafka.resume([TopicPartition(*tp) for tp in resume])

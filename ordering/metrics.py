@@ -26,13 +26,16 @@ process never clash; a sidecar registers the collector into its own registry as 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
+from confluent_kafka import TopicPartition
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from rocketkafka.metrics_endpoint import MetricsEndpoint
+from rocketkafka.ordering.owned import PartitionState
 from rocketkafka.topic_partition import TP
 
 _PARTITION_LABELS = ["group", "topic", "partition"]
@@ -164,3 +167,22 @@ class ConsumerMetrics(MetricsEndpoint):
                                                "delay topics", labels=["group"])
                 forwarders.add_metric([group], alive)
                 yield forwarders
+
+
+def publish_states(metrics: ConsumerMetrics, states: Iterable[PartitionState], kafka: Any,
+                   waiting: Iterable[TP]) -> None:
+    """Publish a sample per owned partition (``states``) and per partition ``waiting`` for its lock.
+
+    Poll thread: it alone reads the client and the claims.
+    """
+    samples = {}
+    for state in states:
+        # the cached high watermark is the one the last fetch brought, which every broker gets right
+        high = kafka.get_watermark_offsets(TopicPartition(*state.tp), cached=True)[1]
+        position = state.position
+        lag = max(0, high - position) if high >= 0 and position is not None and position >= 0 else None
+        consumed = metrics.retired(state.tp) + state.finished
+        samples[state.tp] = PartitionSample(lag, state.backlog, state.held, consumed)
+    for tp in waiting:
+        samples[tp] = PartitionSample(None, 0, False, metrics.retired(tp))
+    metrics.publish(samples)

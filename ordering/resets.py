@@ -11,19 +11,25 @@ again and reads from the committed offset, i.e. from the requested point. A part
 nobody holds is reset by the operator itself, under the lock.
 
 The hash is read at every rebalance (join/leave announcements and the safety interval),
-never per message.
+never per message. The holder's side: :func:`leave_for_resets` at a rebalance, :func:`commit_reset`
+once the partition drained.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
+from typing import Any
 
 import redis
+from confluent_kafka import KafkaException
 from redis.typing import EncodableT, FieldT
 
 from rocketkafka.names import RedisKeys
+from rocketkafka.ordering.commits import commit_offsets, fenced
+from rocketkafka.ordering.locks import LockTable
+from rocketkafka.ordering.owned import OwnedLock
 from rocketkafka.topic_partition import TP
 
 log = logging.getLogger(__name__)
@@ -129,3 +135,45 @@ end
 return 0
 """
 
+
+def leave_for_resets(resets: OffsetResets, by_tp: Mapping[TP, OwnedLock], owned: Container[TP],
+                     release: Callable[[TP], None], name: str) -> None:
+    """Leave every ``owned`` lock one of whose partitions (``by_tp``) an operator asked to reset.
+
+    ``release`` starts the leave; the lock leaves with :attr:`OwnedLock.reset_to` set, so that
+    :func:`commit_reset` commits the requested offsets once it drained.
+    """
+    try:
+        requests = resets.pending(by_tp)
+    except Exception as exc:  # Redis trouble: the request waits for the next rebalance
+        log.warning("%s: reading offset resets failed: %s", name, exc)
+        return
+    for tp, offset in requests.items():
+        held = by_tp.get(tp)
+        if held is None or held.leaving or held.lock not in owned:
+            continue
+        log.info("%s: resetting %s to offset %d (drain, commit, re-read)", name, tp, offset)
+        held.reset_to = {t: o for t, o in requests.items() if t in held.partitions}
+        release(held.lock)
+
+
+def commit_reset(kafka: Any, owned: OwnedLock, resets: OffsetResets, locks: LockTable | None,
+                 name: str) -> bool:
+    """Commit an operator's reset offsets (the rest of the claim as usual) under the lock, then unlock.
+
+    Returns ``False`` when the lock was lost while draining: the next owner applies the request.
+    """
+    assert owned.reset_to is not None
+    if locks is not None and not locks.is_held(owned.lock):
+        return False
+    positions = {**owned.claim.positions(), **owned.reset_to}
+    try:
+        commit_offsets(kafka, [fenced(tp, offset, owned.fencing_token) for tp, offset in positions.items()
+                               if offset >= 0], asynchronous=False)
+    except KafkaException as exc:  # the request stays: applied again once the partition is taken back
+        log.warning("%s: committing the offset reset of %s failed: %s", name, owned.lock, exc)
+    else:
+        resets.done(owned.reset_to, owned.reset_to)
+    if locks is not None:
+        locks.unlock_batch([owned.lock])
+    return True
