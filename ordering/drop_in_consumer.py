@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, Message, TopicPartition
@@ -43,8 +43,9 @@ from rocketkafka.errors import ConfigError, InvalidTopicNameError, RedisAuthErro
 from rocketkafka.headers import tags_of
 from rocketkafka.names import check_group_name, check_topic_name
 from rocketkafka.ordering.background_join import BackgroundJoin
+from rocketkafka.ordering.commit_args import check_message_or_offsets, position_of
 from rocketkafka.ordering.commits import commit_offsets
-from rocketkafka.ordering.drop_in_step import DropInStep, RebalanceCallback
+from rocketkafka.ordering.drop_in_step import DropInStep, Native, RebalanceCallback
 from rocketkafka.ordering.engine import OwnershipEngine
 from rocketkafka.ordering.options import ConsumerOptions
 from rocketkafka.tags import TagFilter
@@ -60,41 +61,6 @@ SUBSCRIBE_WAIT_S = 2.0
 HOPELESS = (TopicNotFoundError, InvalidTopicNameError, RedisAuthError, ConfigError)
 
 log = logging.getLogger(__name__)
-
-_base = _KafkaConsumer  # confluent-kafka's own methods, called on our instance past our overrides
-
-
-class _Native:
-    """The engine's view of the client: confluent-kafka's methods, past the drop-in's overrides."""
-
-    def __init__(self, consumer: Consumer) -> None:
-        self._consumer = consumer
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(_base, name).__get__(self._consumer)
-
-
-def _position_of(message: Message) -> tuple[str, int, int]:
-    """A consumed record's topic, partition and offset (an error event has none: a clear TypeError)."""
-    topic, partition, offset = message.topic(), message.partition(), message.offset()
-    if topic is None or partition is None or offset is None:
-        raise TypeError("expected a consumed record (with topic, partition and offset), got an event without them")
-    return topic, partition, offset
-
-
-def _check_message_or_offsets(message: Any, offsets: Any) -> None:
-    """``commit``'s and ``store_offsets``' argument errors, confluent-kafka's types and words, before
-    anything of ours reads them."""
-    if message is not None and offsets is not None:
-        raise ValueError("message and offsets are mutually exclusive")
-    if message is not None and not isinstance(message, Message):
-        raise TypeError("expected confluent_kafka.cimpl.Message")
-    if offsets is not None:
-        if not isinstance(offsets, list):
-            raise TypeError("requires list of TopicPartition")
-        if not all(isinstance(tp, TopicPartition) for tp in offsets):
-            raise TypeError("expected cimpl.TopicPartition")
-
 
 class Consumer(_KafkaConsumer):
     """``confluent_kafka.Consumer`` (a subclass of it) with RocketMQ's ownership for subscriptions.
@@ -211,7 +177,7 @@ class Consumer(_KafkaConsumer):
 
         def make_engine() -> OwnershipEngine:
             step = DropInStep(self, topics, self._auto_commit, on_revoke, on_lost)
-            engine = OwnershipEngine(self._group, self.settings, self.options, step, kafka=_Native(self),
+            engine = OwnershipEngine(self._group, self.settings, self.options, step, kafka=Native(self),
                                      name=f"consumer {self.options.instance_name} of group {self._group}")
             if on_assign is not None:
                 engine.on_assigned = lambda locks: on_assign(self, [TopicPartition(*tp) for tp in locks])
@@ -268,20 +234,12 @@ class Consumer(_KafkaConsumer):
             if self._auto_commit and time.monotonic() >= self._next_auto_commit:
                 self._commit_assigned()
             return msg
-        if engine is not None:
-            self._running(engine)
-        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
-        while True:
-            if engine is not None:
-                engine.maintain()
-            wait = WAIT_SLICE_S if deadline is None else max(0.0, min(WAIT_SLICE_S, deadline - time.monotonic()))
-            msg = super().poll(wait)  # while joining nothing is assigned: the client serves its callbacks
-            if msg is not None and (not self._filters or msg.error() is not None or self._wanted(msg)):
-                return msg
-            if engine is None:
-                engine = self._joined()  # librdkafka's own reports first, then the join's
-            if msg is None and deadline is not None and time.monotonic() >= deadline:
-                return None
+        native_poll, filters, wanted = super().poll, self._filters, self._wanted
+
+        def read(wait: float) -> Message | None:
+            msg = native_poll(wait)  # while joining nothing is assigned: the client serves its callbacks
+            return msg if msg is not None and (not filters or msg.error() is not None or wanted(msg)) else None
+        return self._in_slices(engine, timeout, read, None)
 
     def consume(self, num_messages: int = 1, timeout: float | None = None) -> list[Message]:
         """Up to ``num_messages`` messages and events, waiting at most ``timeout`` s (``None``/negative: until one)."""
@@ -293,20 +251,30 @@ class Consumer(_KafkaConsumer):
             return records
         if isinstance(num_messages, bool) or not isinstance(num_messages, int) or not 1 <= num_messages <= 1_000_000:
             raise ValueError(f"num_messages must be between 1 and 1000000, got {num_messages!r}")
+        native_consume, filters, wanted = super().consume, self._filters, self._wanted
+
+        def read(wait: float) -> list[Message]:
+            records = native_consume(num_messages, wait)
+            return [m for m in records if m.error() is not None or wanted(m)] if records and filters else records
+        return self._in_slices(engine, timeout, read, [])
+
+    def _in_slices(self, engine: OwnershipEngine | None, timeout: float | None, read: Callable[[float], Any],
+                   nothing: Any) -> Any:
+        """``read(wait)`` in slices of at most :data:`WAIT_SLICE_S`, the engine's work between them, until it
+        returns something or ``timeout`` s passed (``None`` or negative: wait); then ``nothing``."""
         if engine is not None:
             self._running(engine)
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
         while True:
             if engine is not None:
                 engine.maintain()
-            wait = WAIT_SLICE_S if deadline is None else max(0.0, min(WAIT_SLICE_S, deadline - time.monotonic()))
-            records = super().consume(num_messages, wait)
-            if records and self._filters:
-                records = [m for m in records if m.error() is not None or self._wanted(m)]
-            if engine is None and not records:
-                engine = self._joined()
-            if records or (deadline is not None and time.monotonic() >= deadline):
-                return records
+            got = read(WAIT_SLICE_S if deadline is None else max(0.0, min(WAIT_SLICE_S, deadline - time.monotonic())))
+            if got:
+                return got
+            if engine is None:
+                engine = self._joined()  # librdkafka's own reports first, then the join's
+            if deadline is not None and time.monotonic() >= deadline:
+                return nothing
 
     def _wanted(self, msg: Message) -> bool:
         return self._filters["*"].matches(tags_of(msg))
@@ -361,7 +329,7 @@ class Consumer(_KafkaConsumer):
                 (``_NO_OFFSET``), or the broker refused.
         """
         self._check_open()
-        _check_message_or_offsets(message, offsets)
+        check_message_or_offsets(message, offsets)
         kwargs: dict[str, Any] = {"asynchronous": asynchronous}
         if message is not None:
             kwargs["message"] = message
@@ -370,7 +338,7 @@ class Consumer(_KafkaConsumer):
         if self._engine is not None:
             owned = set(self._engine.owned())
             if message is not None:
-                topic, partition, _ = _position_of(message)
+                topic, partition, _ = position_of(message)
                 self._require_owned([TopicPartition(topic, partition)], owned, "commit")
             elif offsets is not None:
                 self._require_owned(offsets, owned, "commit")
@@ -383,7 +351,7 @@ class Consumer(_KafkaConsumer):
         self._check_open()
         if message is None and offsets is None:
             raise ValueError("expected either message or offsets")  # confluent-kafka's words
-        _check_message_or_offsets(message, offsets)
+        check_message_or_offsets(message, offsets)
         if message is not None:
             super().store_offsets(message=message)
             topic, partition, offset = message.topic(), message.partition(), message.offset()
@@ -409,7 +377,7 @@ class Consumer(_KafkaConsumer):
         offsets = [tp for tp in offsets if tp.offset >= 0 and self._last_auto.get((tp.topic, tp.partition)) != tp.offset]
         if offsets:
             self._last_auto.update({(tp.topic, tp.partition): tp.offset for tp in offsets})
-            commit_offsets(_Native(self), offsets, asynchronous)  # confluent-kafka's commit, past our override
+            commit_offsets(Native(self), offsets, asynchronous)  # confluent-kafka's commit, past our override
 
     def _on_commit(self, err: Any, partitions: list[TopicPartition]) -> None:
         """Commit results: the engine's bookkeeping first, then the application's ``on_commit``."""

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import OFFSET_INVALID, TopicPartition
+from confluent_kafka import OFFSET_INVALID, Consumer, TopicPartition
 
 from rocketkafka.ordering.step import ClaimContext
 from rocketkafka.topic_partition import TP
@@ -21,6 +21,16 @@ from rocketkafka.topic_partition import TP
 REGEX_REFRESH_S = 5.0
 
 RebalanceCallback = Callable[[Any, list[TopicPartition]], Any]
+
+
+class Native:
+    """The engine's view of the drop-in client: confluent-kafka's own methods, past the drop-in's overrides."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self._consumer = consumer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(Consumer, name).__get__(self._consumer)
 
 
 class DropInClaim:
