@@ -23,11 +23,12 @@ from rocketkafka.names import check_group_name
 from rocketkafka.sender import Sender
 from rocketkafka.trace import Tracer
 from rocketkafka.upstream_setters import ConnectionSetters
+from rocketkafka.service_context import ServiceContext
 
 log = logging.getLogger(__name__)
 
 
-class Producer(ConnectionSetters):
+class Producer(ConnectionSetters, ServiceContext):
     """Send messages with RocketMQ's calls on a Kafka broker.
 
     Parameters:
@@ -138,13 +139,6 @@ class Producer(ConnectionSetters):
         if self._sender is not None:
             self._sender.close()
             self._sender = None
-
-    def __enter__(self) -> Producer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
 
     @property
     def sender(self) -> Sender:

@@ -207,22 +207,20 @@ class Unordered:
     def __init__(self, size: int) -> None:
         self.size = size
 
-    def __call__(self, work: PartitionWork, records: Sequence[Any]) -> Iterator[tuple[Hashable, list[Any]]]:
-        for i in range(0, len(records), self.size):
-            yield None, list(records[i:i + self.size])
-
-
-class Serial:
-    """Orderly mode: contiguous batches of at most ``size``, one shard per partition (one handler at a time)."""
-
-    contiguous = True
-
-    def __init__(self, size: int) -> None:
-        self.size = size
+    def shard(self, work: PartitionWork) -> Hashable:
+        return None
 
     def __call__(self, work: PartitionWork, records: Sequence[Any]) -> Iterator[tuple[Hashable, list[Any]]]:
-        for i in range(0, len(records), self.size):
-            yield work, list(records[i:i + self.size])
+        shard, size = self.shard(work), self.size
+        for i in range(0, len(records), size):
+            yield shard, list(records[i:i + size])
+
+
+class Serial(Unordered):
+    """Orderly mode: the same batches, one shard per partition (one handler at a time)."""
+
+    def shard(self, work: PartitionWork) -> Hashable:
+        return work
 
 
 class _Unkeyed:

@@ -54,13 +54,14 @@ from rocketkafka.ordering.scheduler import Scheduler
 from rocketkafka.retry import Reconsumer
 from rocketkafka.schedule.routing import retry_backoff
 from rocketkafka.sender import Sender
+from rocketkafka.service_context import ServiceContext
 from rocketkafka.trace import Tracer
 from rocketkafka.upstream_setters import ConnectionSetters
 
 log = logging.getLogger(__name__)
 
 
-class PushConsumer(ConnectionSetters, EngineStatus):
+class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
     """Consume topics with RocketMQ semantics; the listener is called once per message (or per batch).
 
     Parameters:
@@ -361,13 +362,6 @@ class PushConsumer(ConnectionSetters, EngineStatus):
             engine.lifecycle.check("shutdown")
 
     close = shutdown
-
-    def __enter__(self) -> PushConsumer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
 
     # -- state -------------------------------------------------------------------------------
     def assignment(self) -> set[TP]:

@@ -147,13 +147,6 @@ class TransactionMQProducer(Producer):
 
     close = shutdown
 
-    def __enter__(self) -> TransactionMQProducer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-
     # -- the transactional send ------------------------------------------------------
     def send_message_in_transaction(self, msg: Message, local_execute: LocalExecute | None = None,
                                     user_args: Any = None) -> TransactionSendResult:
