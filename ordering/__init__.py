@@ -23,7 +23,7 @@ from rocketkafka.ordering.owned import PartitionState
 from rocketkafka.ordering.idempotent import IdempotentConsumer, MarkState
 from rocketkafka.ordering.lifecycle import Health, State
 from rocketkafka.ordering.message_batch import BatchFailure, MessageBatch
-from rocketkafka.ordering.locks import Held, LockRenewer, LockSettings, LockTable
+from rocketkafka.ordering.locks import Held, LockSettings, LockTable
 from rocketkafka.ordering.membership import Membership, MembershipSettings
 from rocketkafka.ordering.metrics import ConsumerMetrics, PartitionSample
 from rocketkafka.ordering.options import ConsumerOptions, OwnershipOptions
@@ -49,7 +49,6 @@ __all__ = [
     "Health",
     "Held",
     "IdempotentConsumer",
-    "LockRenewer",
     "LockSettings",
     "LockTable",
     "MachineRoomNearby",

@@ -4,12 +4,10 @@
 - :mod:`~rocketkafka.ordering.locks.scripts`: the Lua scripts, one atomic round trip per node each;
 - :mod:`~rocketkafka.ordering.locks.nodes`: the transport, one script on every node per round;
 - :mod:`~rocketkafka.ordering.locks.table`: :class:`LockTable`, lock / renew / unlock / describe;
-- :mod:`~rocketkafka.ordering.locks.renewer`: :class:`LockRenewer`, a renewal thread.
 """
 
-from rocketkafka.ordering.locks.renewer import LockRenewer
 from rocketkafka.ordering.locks.settings import Held, LockSettings, agree, issue_token, quorum, quorum_ttl, valid_until
 from rocketkafka.ordering.locks.table import LockTable
 
-__all__ = ["Held", "LockRenewer", "LockSettings", "LockTable", "agree", "issue_token", "quorum", "quorum_ttl",
+__all__ = ["Held", "LockSettings", "LockTable", "agree", "issue_token", "quorum", "quorum_ttl",
            "valid_until"]

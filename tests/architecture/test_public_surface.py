@@ -37,13 +37,13 @@ SURFACE: dict[str, list[str]] = {
     "rocketkafka.ordering": [
         'MESSAGE_KEY', 'PARTITION', 'AllocationStrategy', 'Averagely', 'AveragelyByCircle', 'BatchFailure',
         'BatchHandler', 'ByConfig', 'Claim', 'ClaimContext', 'ConsistentHash', 'ConsumerMetrics',
-        'ConsumerOptions', 'Health', 'Held', 'IdempotentConsumer', 'LockRenewer', 'LockSettings', 'LockTable',
+        'ConsumerOptions', 'Health', 'Held', 'IdempotentConsumer', 'LockSettings', 'LockTable',
         'MachineRoomNearby', 'MarkState', 'Member', 'Membership', 'MembershipSettings', 'MessageBatch',
         'Outcome', 'OwnershipEngine', 'OwnershipOptions', 'PartitionSample', 'PartitionState', 'PushConsumer',
         'Run', 'State', 'Step', 'order_key_of', 'parse_json_path', 'strategy_named',
     ],
     "rocketkafka.ordering.locks": [
-        'Held', 'LockRenewer', 'LockSettings', 'LockTable', 'agree', 'issue_token', 'quorum', 'quorum_ttl',
+        'Held', 'LockSettings', 'LockTable', 'agree', 'issue_token', 'quorum', 'quorum_ttl',
         'valid_until',
     ],
     "rocketkafka.schedule": [

@@ -11,12 +11,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 import redis
 
 from rocketkafka.errors import ConfigError, StateError
-from rocketkafka.ordering.locks import LockRenewer, LockSettings, LockTable
+from rocketkafka.ordering.keeper import Keeper
+from rocketkafka.ordering.locks import LockSettings, LockTable
 from rocketkafka.testing.capabilities import Capability
 
 pytestmark = pytest.mark.integration
@@ -161,11 +163,22 @@ def test_stale_unlock_does_not_release_the_new_owners_lock(tables):
     assert after["votes"] == before["votes"] >= 2
 
 
+@contextmanager
+def _renewing(table: LockTable, on_lost):
+    """The engine's keeper renewing ``table`` (no membership), as long as the block runs."""
+    keeper = Keeper(None, table, dict, lambda members: None, on_lost, heartbeat_s=1.0, tick_s=0.05, name="test")
+    keeper.start([])
+    try:
+        yield keeper
+    finally:
+        keeper.stop()
+
+
 def test_renewals_keep_the_lock_past_its_lease(tables):
     a, b = tables("A", SHORT), tables("B", SHORT)
     token = a.lock_batch(P[:2])[P[0]].fencing_token
     lost: list[set] = []
-    with LockRenewer(a, on_lost=lost.append):
+    with _renewing(a, lost.append):
         deadline = time.monotonic() + 2.5 * SHORT.lease_ms / 1000
         while time.monotonic() < deadline:
             assert b.lock_batch(P[:2]) == {}
@@ -266,7 +279,7 @@ def test_renewer_reports_locks_lost_when_a_quorum_is_gone(tables, nodes):
     a = tables("A", SHORT)
     a.lock_batch(P[:3])
     lost: list[set] = []
-    with LockRenewer(a, on_lost=lost.append):
+    with _renewing(a, lost.append):
         nodes.stop(0)
         nodes.stop(1)
         assert wait_until(lambda: lost, timeout=3)
