@@ -27,7 +27,7 @@ from rocketkafka.delay.tracing import TracedProducer
 from rocketkafka.errors import ConfigError, MalformedRecordError, StateError
 from rocketkafka.message import ConsumeFromWhere, MessageExt
 from rocketkafka.names import check_group_name
-from rocketkafka.ordering.batch_step import BatchStep
+from rocketkafka.ordering.batch_step import batch_step
 from rocketkafka.ordering.engine import OwnershipEngine
 from rocketkafka.ordering.lifecycle import EngineStatus, State
 from rocketkafka.ordering.failures import WriteUntilDurable
@@ -35,7 +35,6 @@ from rocketkafka.ordering.metrics import ConsumerMetrics
 from rocketkafka.ordering.options import ConsumerOptions
 from rocketkafka.ordering.partition import Serial
 from rocketkafka.ordering.presence import DELAY_FORWARDER, Announcer, Presence
-from rocketkafka.ordering.scheduler import Scheduler
 from rocketkafka.retry import Reconsumer
 from rocketkafka.schedule.tiers import Tiers
 from rocketkafka.sender import Sender
@@ -163,12 +162,10 @@ class DelayForwarder(EngineStatus):
             self.tiers, producer, self._partitions, admin.partitions,
             lambda record, reason: self._dead_letter(reconsumer, durably, record, reason), self.metrics,
             self._max_ahead)
-        work = Scheduler(handler, o.consume_thread_max, o.max_continuous_consume_ms,
-                           o.suspend_current_queue_time_ms, f"fwd-{self.group}",
-                           on_stall=lambda: self._engine.take_over() if self._engine else None)
         internal = {**{t: self.config.partitions for t in self.tiers.topics()}, reconsumer.dlq_topic: 1}
-        step = BatchStep(self.tiers.topics(), None, internal, work, Serial(o.consume_batch_size),
-                           ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+        step = batch_step(handler, o, f"fwd-{self.group}", self.tiers.topics(), None, internal,
+                          Serial(o.consume_batch_size), ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                          engine=lambda: self._engine)
         consumer_metrics = ConsumerMetrics(self.group)
         self._engine = engine = OwnershipEngine(self.group, self.settings, o, step, kafka_config=self._consumer_config,
                                                 metrics=consumer_metrics,
@@ -187,7 +184,7 @@ class DelayForwarder(EngineStatus):
             self._start_failed = True
             # dropped, not only closed: a librdkafka client's threads live as long as its object
             self._engine = self._sender = self._handler = None
-            engine = sender = handler = admin = step = work = reconsumer = None  # type: ignore[assignment]
+            engine = sender = handler = admin = step = reconsumer = None  # type: ignore[assignment]
             raise
         consumer_metrics.bind(reconsumer.counts, lambda: engine.locks_lost, lambda: engine.failures)
         self.metrics.registry.register(consumer_metrics)  # its lag and lock series next to ours

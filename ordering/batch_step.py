@@ -8,18 +8,37 @@ partition one batch per order key at a time. The batches run on a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from rocketkafka.admin import TopicAdmin
 from rocketkafka.message import ConsumeFromWhere
+from rocketkafka.ordering.lanes import BatchHandler
+from rocketkafka.ordering.options import ConsumerOptions
 from rocketkafka.ordering.partition import Chunker, PartitionWork
-from rocketkafka.ordering.step import ClaimContext
 from rocketkafka.ordering.scheduler import Scheduler
+from rocketkafka.ordering.step import ClaimContext
 from rocketkafka.topic_partition import TP
 
+
+
+def batch_step(handler: BatchHandler, options: ConsumerOptions, name: str, topics: Sequence[str],
+               retry_topic: str | None, internal_topics: dict[str, int], chunker: Chunker,
+               start_from: ConsumeFromWhere, start_timestamp_ms: int | None = None, *,
+               engine: Callable[[], Any]) -> BatchStep:
+    """The step of a batch consumer (the push consumer, the delay forwarder): ``handler`` on a scheduler
+    sized by ``options``, whose poll thread, stuck in a handler, hands polling to a fresh one
+    (``engine()``: the engine once it exists, else ``None``)."""
+    def take_over() -> None:
+        current = engine()
+        if current is not None:
+            current.take_over()
+
+    work = Scheduler(handler, options.consume_thread_max, options.max_continuous_consume_ms,
+                     options.suspend_current_queue_time_ms, name, on_stall=take_over)
+    return BatchStep(topics, retry_topic, internal_topics, work, chunker, start_from, start_timestamp_ms)
 
 class BatchStep:
     """Partition work for the subscribed topics (and the group's retry topic).

@@ -36,7 +36,7 @@ from rocketkafka.message import MessageModel
 from rocketkafka.message_selector import MessageSelector
 from rocketkafka.names import check_group_name, check_topic_name
 from rocketkafka.ordering.allocation import AllocationStrategy
-from rocketkafka.ordering.batch_step import BatchStep
+from rocketkafka.ordering.batch_step import BatchStep, batch_step
 from rocketkafka.ordering.engine import OwnershipEngine
 from rocketkafka.ordering.lifecycle import EngineStatus, State
 from rocketkafka.topic_partition import TP
@@ -50,7 +50,6 @@ from rocketkafka.ordering.partition import ByKey, Chunker, Serial, Unordered
 from rocketkafka.ordering.presence import DELAY_FORWARDER, Presence
 from rocketkafka.ordering.subscriptions import Subscription, Subscriptions
 from rocketkafka.ordering.tracing import ListenerTrace
-from rocketkafka.ordering.scheduler import Scheduler
 from rocketkafka.retry import Reconsumer
 from rocketkafka.schedule.routing import retry_backoff
 from rocketkafka.sender import Sender
@@ -331,13 +330,12 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
             RetryInPlace(self._reconsumer, durably) if self.orderly else SendBack(self._reconsumer, durably)
         handler = ListenerHandler(self._subscriptions, policy, orderly=self.orderly,
                                   max_reconsume_times=o.max_reconsume_times, suspend_ms=o.suspend_current_queue_time_ms)
-        work = Scheduler(handler, o.consume_thread_max, o.max_continuous_consume_ms, o.suspend_current_queue_time_ms,
-                           self.group_id, on_stall=lambda: self._engine.take_over() if self._engine else None)
         chunker: Chunker = ByKey(o.consume_batch_size, order_key_of(o.order_key)) if self.keyed else \
             Serial(o.consume_batch_size) if self.orderly else Unordered(o.consume_batch_size)
         internal = {} if self.broadcasting else {self._reconsumer.retry_topic: 1, self._reconsumer.dlq_topic: 1}
-        return BatchStep(list(self._subscriptions.by_topic), self._subscriptions.retry_topic, internal, work,
-                           chunker, o.consume_from_where, o.consume_timestamp_ms)
+        return batch_step(handler, o, self.group_id, list(self._subscriptions.by_topic),
+                          self._subscriptions.retry_topic, internal, chunker, o.consume_from_where,
+                          o.consume_timestamp_ms, engine=lambda: self._engine)
 
     def shutdown(self, timeout: float = 30.0) -> None:
         """Leave gracefully: finish handlers in flight, commit, unlock, leave the group. Idempotent.

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -22,8 +22,9 @@ from confluent_kafka import TopicPartition
 from rocketkafka.admin import TopicAdmin
 from rocketkafka.config import Settings
 from rocketkafka.errors import StateError
+from rocketkafka.names import TopicNames
 from rocketkafka.ordering.engine import OwnershipEngine
-from rocketkafka.ordering.lifecycle import Health, State
+from rocketkafka.ordering.lifecycle import EngineStatus, State
 from rocketkafka.ordering.step import ClaimContext
 from rocketkafka.sender import Sender
 from rocketkafka.topic_partition import TP
@@ -38,21 +39,30 @@ log = logging.getLogger(__name__)
 
 
 class _CheckerStep:
-    """The checker's step on the engine: half partitions, each with its op partition."""
+    """The checker's step on the engine: half partitions, each with its op partition.
 
-    def __init__(self, checker: TransactionChecker) -> None:
-        self._checker = checker
+    Parameters:
+        topics: the internal topic names.
+        provisioned: given the admin once the engine opened (creates the half, op and check topics).
+        serve_deliveries: serves the sender's delivery reports, once a loop.
+        note_buffered: told how many halves are buffered after each loop (the peak is a stat).
+    """
+
+    def __init__(self, topics: TopicNames, provisioned: Callable[[TopicAdmin], None],
+                 serve_deliveries: Callable[[], None], note_buffered: Callable[[int], None]) -> None:
+        self._topics = topics
+        self._provisioned, self._serve_deliveries, self._note_buffered = provisioned, serve_deliveries, note_buffered
         self.parts: dict[int, HalfPartition] = {}
         self.scanner: Scanner | None = None
 
     def provision(self, admin: TopicAdmin) -> None:
-        self._checker._provisioned(admin)
+        self._provisioned(admin)
 
     def topics(self) -> Sequence[str]:
-        return [self._checker.topics.half()]
+        return [self._topics.half()]
 
     def partitions_of(self, lock: TP) -> tuple[TP, ...]:
-        return (lock, (self._checker.topics.op(), lock[1]))
+        return (lock, (self._topics.op(), lock[1]))
 
     def initial_offset(self, tp: TP, kafka: Any) -> int:
         return max(kafka.get_watermark_offsets(TopicPartition(*tp), timeout=10)[0], 0)  # the log's start
@@ -64,7 +74,7 @@ class _CheckerStep:
         return part
 
     def tick(self) -> None:
-        self._checker._sender_poll()
+        self._serve_deliveries()
         buffered = 0
         for index, part in list(self.parts.items()):
             if part.stopped:
@@ -72,13 +82,13 @@ class _CheckerStep:
             else:
                 part.advance()
                 buffered += len(part.halves)
-        self._checker._note_buffered(buffered)
+        self._note_buffered(buffered)
 
     def close(self) -> None:
         self.parts.clear()
 
 
-class TransactionChecker:
+class TransactionChecker(EngineStatus):
     """Checks back half messages that were not ended in time.
 
     Parameters:
@@ -98,8 +108,9 @@ class TransactionChecker:
         self._stats = CheckerStats()
         self._partitions = 0
         self._check_topics: set[str] = set()
-        self._step = _CheckerStep(self)
-        self._engine = OwnershipEngine(
+        self._step = _CheckerStep(self.topics, self._provisioned, self._sender_poll, self._note_buffered)
+        self._start_failed = False  # the engine is made here, not in start(): EngineStatus asks its lifecycle
+        self._engine: OwnershipEngine = OwnershipEngine(
             self.group, settings, self.options.ownership(), self._step,
             kafka_config={"fetch.wait.max.ms": self.options.fetch_wait_ms, "isolation.level":
                           "read_committed" if self.options.read_committed else "read_uncommitted"},
@@ -182,15 +193,7 @@ class TransactionChecker:
                     log.exception("closing the checker failed")
         self._sender = self._markers = None
 
-    # -- state -------------------------------------------------------------------------
-    @property
-    def state(self) -> State:
-        return self._engine.lifecycle.state
-
-    def health(self) -> Health:
-        """State, a dead poll thread's failure, and how many half partitions are owned; never raises."""
-        return Health(self._engine.lifecycle.state, self._engine.lifecycle.error, len(self._step.parts))
-
+    # -- state (``state`` and ``health()``: EngineStatus) -------------------------------------
     def assignment(self) -> set[int]:
         """Half partitions this instance owns right now.
 
