@@ -1,4 +1,5 @@
-"""The batch step of the push consumer and the delay forwarder: topics, where a new group starts, partition work.
+"""The batch step of the push consumer and the delay forwarder: topics, where a new group starts,
+partition work.
 
 The mode is only the chunker (:mod:`~rocketkafka.ordering.partition`): concurrent
 batches run on their own, an orderly partition runs one batch at a time, a key-ordered
@@ -81,7 +82,8 @@ class BatchStep:
         return (lock,)
 
     def initial_offset(self, tp: TP, kafka: Any) -> int:
-        """RocketMQ's ``ConsumeFromWhere`` for a partition the group never committed (the retry topic: its start)."""
+        """RocketMQ's ``ConsumeFromWhere`` for a partition the group never committed (the retry topic:
+        its start)."""
         if tp[0] == self.retry_topic or self._start_from is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
             return OFFSET_BEGINNING
         if self._start_from is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:

@@ -1,4 +1,5 @@
-"""The engine's own Kafka consumers: each made with a statistics callback, replaced once it loses every broker.
+"""The engine's own Kafka consumers: each made with a statistics callback, replaced once it loses
+every broker.
 
 librdkafka (2.10 and later) forgets the brokers a Metadata answer leaves out, and an answer
 listing none -- a cluster whose every broker is fenced for a moment, as a single-node KRaft
@@ -30,7 +31,8 @@ log = logging.getLogger(__name__)
 
 #: How often librdkafka reports its statistics, which say whether the client still knows a broker (ms).
 CLIENT_CHECK_MS = 5000
-#: Statistics in a row without a broker in reach before the client is replaced (one may fall between two states).
+#: Statistics in a row without a broker in reach before the client is replaced (one may fall
+#: between two states).
 BROKERLESS_REPORTS = 2
 #: Seconds closing waits for each replaced client's close to finish.
 CLOSE_REPLACED_S = 5.0
@@ -63,14 +65,15 @@ class OwnClients:
         made: list[Consumer] = []
 
         def on_stats(stats: str) -> None:
-            if made and made[0] is self.current:  # a replaced client, closing on its own thread, may still report
+            # a replaced client, closing on its own thread, may still report
+            if made and made[0] is self.current:
                 self._on_stats(stats)
 
         config = dict(self._config)
         config.setdefault("statistics.interval.ms", CLIENT_CHECK_MS)
         if not int(config["statistics.interval.ms"]):
-            log.info("%s: statistics.interval.ms=0, so a Kafka client that loses every broker is not replaced",
-                     self.name)
+            log.info("%s: statistics.interval.ms=0, so a Kafka client that loses every broker is not "
+                     "replaced", self.name)
         theirs = config.get("stats_cb")
         config["stats_cb"] = on_stats if theirs is None else _both(on_stats, theirs)
         client = kafka_client(Consumer, config)
@@ -108,7 +111,8 @@ class OwnClients:
 
     def retire(self, old: Consumer) -> None:
         """Close a replaced client on a thread of its own: without a broker, closing may wait."""
-        closer = threading.Thread(target=_close_quietly, args=(old, self.name), name="rk-client-close", daemon=True)
+        closer = threading.Thread(target=_close_quietly, args=(old, self.name), name="rk-client-close",
+                                  daemon=True)
         closer.start()
         self._closers.append(closer)
 
@@ -117,11 +121,13 @@ class OwnClients:
         for closer in self._closers:
             closer.join(CLOSE_REPLACED_S)
             if closer.is_alive():
-                log.warning("%s: a replaced Kafka client is still closing after %g s", self.name, CLOSE_REPLACED_S)
+                log.warning("%s: a replaced Kafka client is still closing after %g s", self.name,
+                            CLOSE_REPLACED_S)
         self._closers.clear()
 
     def _on_stats(self, stats: str) -> None:
-        """librdkafka's statistics (JSON, served on the poll thread): does the client still reach for a broker?"""
+        """librdkafka's statistics (JSON, served on the poll thread): does the client still reach for a
+        broker?"""
         self.brokerless = 0 if reaches_a_broker(stats) else self.brokerless + 1
 
 
@@ -138,7 +144,8 @@ def reaches_a_broker(stats: str) -> bool:
         return True
     for broker in brokers.values():
         source, state = broker.get("source"), broker.get("state")
-        if (source in ("learned", "configured") and state != "INIT") or (source == "logical" and state == "UP"):
+        if (source in ("learned", "configured") and state != "INIT") or (source == "logical"
+                                                                         and state == "UP"):
             return True
     return False
 

@@ -15,7 +15,8 @@ def position_of(message: Message) -> tuple[str, int, int]:
     """A consumed record's topic, partition and offset (an error event has none: a clear TypeError)."""
     topic, partition, offset = message.topic(), message.partition(), message.offset()
     if topic is None or partition is None or offset is None:
-        raise TypeError("expected a consumed record (with topic, partition and offset), got an event without them")
+        raise TypeError("expected a consumed record (with topic, partition and offset), got an event "
+                        "without them")
     return topic, partition, offset
 
 

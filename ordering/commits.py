@@ -45,7 +45,8 @@ def forget(by_tp: Mapping[TP, OwnedLock], partitions: Sequence[TopicPartition]) 
 
 
 def commit_offsets(kafka: Any, offsets: list[TopicPartition], asynchronous: bool) -> None:
-    """``kafka.commit(offsets=..., asynchronous=...)``: a literal each, as the stubs overload commit() on it."""
+    """``kafka.commit(offsets=..., asynchronous=...)``: a literal each, as the stubs overload commit()
+    on it."""
     if asynchronous:
         kafka.commit(offsets=offsets, asynchronous=True)
     else:

@@ -1,4 +1,5 @@
-"""The Kafka-style drop-in consumer: a ``confluent_kafka.Consumer`` whose subscriptions use RocketMQ's ownership.
+"""The Kafka-style drop-in consumer: a ``confluent_kafka.Consumer`` whose subscriptions use RocketMQ's
+ownership.
 
 :class:`Consumer` *is* a ``confluent_kafka.Consumer`` (a subclass): every call has confluent-kafka's
 signature and, where rocketkafka adds nothing, passes straight through (``assign``, ``seek``,
@@ -94,7 +95,8 @@ class Consumer(_KafkaConsumer):
         config = {**(config or {}), **{k: v for k, v in kwargs.items() if k not in options}}
         group = config.get("group.id")
         if not group or not isinstance(group, str):
-            raise ConfigError("Failed to create consumer: group.id must be set (a non-empty string), as in confluent-kafka")
+            raise ConfigError("Failed to create consumer: group.id must be set (a non-empty string), as in "
+                              "confluent-kafka")
         self._group = check_group_name(group, "group.id")
         # no broker named is fine, as with confluent-kafka: librdkafka says so in the log
         self.settings, client_config = Settings.from_client_config(config, require_broker=False)
@@ -147,8 +149,8 @@ class Consumer(_KafkaConsumer):
             RuntimeError: the consumer is closed.
         """
         self._check_open()
-        if isinstance(topics, str) or not isinstance(topics, (list, tuple)) or not all(isinstance(t, str) and t
-                                                                                        for t in topics):
+        if isinstance(topics, str) or not isinstance(topics, (list, tuple)) \
+                or not all(isinstance(t, str) and t for t in topics):
             raise TypeError("topics must be a list of topic names, as in confluent-kafka")
         for name, callback in (("on_assign", on_assign), ("on_revoke", on_revoke), ("on_lost", on_lost)):
             if callback is not None and not callable(callback):
@@ -158,8 +160,8 @@ class Consumer(_KafkaConsumer):
                 try:
                     re.compile(topic)
                 except re.error as exc:
-                    raise KafkaException(KafkaError(KafkaError._INVALID_ARG, f"bad topic pattern {topic!r}: {exc}")) \
-                        from exc
+                    raise KafkaException(KafkaError(KafkaError._INVALID_ARG,
+                                                    f"bad topic pattern {topic!r}: {exc}")) from exc
             else:
                 check_topic_name(topic)
         tag_filter = TagFilter.parse(tags)
@@ -171,8 +173,8 @@ class Consumer(_KafkaConsumer):
         missing = [what for what, given in (("Redis nodes (rocketkafka.redis.urls)", self.settings.redis_urls),
                                             ("bootstrap.servers", self.settings.bootstrap_servers)) if not given]
         if missing:
-            log.warning("consumer of group %s: no %s configured: subscription to %s will not receive anything",
-                        self._group, " and no ".join(missing), list(topics))
+            log.warning("consumer of group %s: no %s configured: subscription to %s will not receive "
+                        "anything", self._group, " and no ".join(missing), list(topics))
             return
 
         def make_engine() -> OwnershipEngine:
@@ -202,8 +204,8 @@ class Consumer(_KafkaConsumer):
         self._filters = {}
 
     def _joined(self, report: bool = True) -> OwnershipEngine | None:
-        """The subscription's engine once the background join is done (its first partitions taken);
-        the join's failures go to ``error_cb`` meanwhile, whose exceptions propagate, as in confluent-kafka."""
+        """The subscription's engine once the background join is done (its first partitions taken); the
+        join's failures go to ``error_cb`` meanwhile, whose exceptions propagate, as in confluent-kafka."""
         join = self._join
         if join is None:
             return self._engine
@@ -228,7 +230,7 @@ class Consumer(_KafkaConsumer):
     def poll(self, timeout: float | None = None) -> Message | None:
         """The next message or event (a ``confluent_kafka.Message``), or ``None`` after ``timeout`` s
         (``None`` or negative: wait)."""
-        engine = self._joined(report=False)  # failures are reported after the client served its own callbacks
+        engine = self._joined(report=False)  # failures: reported after the client's own callbacks
         if engine is None and self._join is None:
             msg = super().poll(-1 if timeout is None else timeout)
             if self._auto_commit and time.monotonic() >= self._next_auto_commit:
@@ -242,14 +244,16 @@ class Consumer(_KafkaConsumer):
         return self._in_slices(engine, timeout, read, None)
 
     def consume(self, num_messages: int = 1, timeout: float | None = None) -> list[Message]:
-        """Up to ``num_messages`` messages and events, waiting at most ``timeout`` s (``None``/negative: until one)."""
+        """Up to ``num_messages`` messages and events, waiting at most ``timeout`` s (``None``/negative:
+        until one)."""
         engine = self._joined(report=False)
         if engine is None and self._join is None:
             records = super().consume(num_messages, -1 if timeout is None else timeout)
             if self._auto_commit and time.monotonic() >= self._next_auto_commit:
                 self._commit_assigned()
             return records
-        if isinstance(num_messages, bool) or not isinstance(num_messages, int) or not 1 <= num_messages <= 1_000_000:
+        if isinstance(num_messages, bool) or not isinstance(num_messages, int) \
+                or not 1 <= num_messages <= 1_000_000:
             raise ValueError(f"num_messages must be between 1 and 1000000, got {num_messages!r}")
         native_consume, filters, wanted = super().consume, self._filters, self._wanted
 
@@ -268,7 +272,8 @@ class Consumer(_KafkaConsumer):
         while True:
             if engine is not None:
                 engine.maintain()
-            got = read(WAIT_SLICE_S if deadline is None else max(0.0, min(WAIT_SLICE_S, deadline - time.monotonic())))
+            got = read(WAIT_SLICE_S if deadline is None
+                       else max(0.0, min(WAIT_SLICE_S, deadline - time.monotonic())))
             if got:
                 return got
             if engine is None:
@@ -312,8 +317,9 @@ class Consumer(_KafkaConsumer):
         if self._engine is None:
             return super().incremental_unassign(partitions)
         if not self._in_revoke:
-            raise KafkaException(KafkaError(KafkaError._STATE, "incremental_unassign() while subscribed: partitions "
-                                                               "belong to the lock table; call unsubscribe()"))
+            raise KafkaException(KafkaError(KafkaError._STATE,
+                                            "incremental_unassign() while subscribed: partitions "
+                                            "belong to the lock table; call unsubscribe()"))
 
     # -- committing --------------------------------------------------------------------------
     def commit(  # type: ignore[override]  # the stub overloads on literal asynchronous; one signature here
@@ -374,7 +380,8 @@ class Consumer(_KafkaConsumer):
         self._next_auto_commit = time.monotonic() + self._commit_every
         offsets = [TopicPartition(tp.topic, tp.partition, self.auto_commit_offset((tp.topic, tp.partition)))
                    for tp in super().assignment()]
-        offsets = [tp for tp in offsets if tp.offset >= 0 and self._last_auto.get((tp.topic, tp.partition)) != tp.offset]
+        offsets = [tp for tp in offsets
+                   if tp.offset >= 0 and self._last_auto.get((tp.topic, tp.partition)) != tp.offset]
         if offsets:
             self._last_auto.update({(tp.topic, tp.partition): tp.offset for tp in offsets})
             commit_offsets(Native(self), offsets, asynchronous)  # confluent-kafka's commit, past our override
@@ -399,7 +406,8 @@ class Consumer(_KafkaConsumer):
         return None
 
     def close(self) -> None:
-        """Leave the group gracefully (auto commit: commit what was returned; unlock; leave), then close the client."""
+        """Leave the group gracefully (auto commit: commit what was returned; unlock; leave), then close the
+        client."""
         if self._closed:
             return super().close()  # confluent-kafka's own answer to a second close
         try:
@@ -409,7 +417,7 @@ class Consumer(_KafkaConsumer):
             if self._engine is not None:
                 engine, self._engine = self._engine, None
                 engine.close()
-            elif self._auto_commit and self._ever_assigned:  # else no call: librdkafka may serve callbacks in it
+            elif self._auto_commit and self._ever_assigned:  # else no call: it may serve librdkafka callbacks
                 try:
                     self._commit_assigned(asynchronous=False)
                 except KafkaException:
@@ -427,8 +435,9 @@ class Consumer(_KafkaConsumer):
     def _require_owned(self, partitions: Sequence[TopicPartition], owned: set[TP], what: str) -> None:
         foreign = [tp for tp in partitions if (tp.topic, tp.partition) not in owned]
         if foreign:
-            raise KafkaException(KafkaError(KafkaError._STATE, f"{what}: {foreign[0].topic}[{foreign[0].partition}] is "
-                                                               "not owned by this member (its lock is elsewhere)"))
+            raise KafkaException(KafkaError(KafkaError._STATE,
+                                            f"{what}: {foreign[0].topic}[{foreign[0].partition}] is "
+                                            "not owned by this member (its lock is elsewhere)"))
 
     def _check_open(self) -> None:
         if self._closed:

@@ -24,7 +24,8 @@ RebalanceCallback = Callable[[Any, list[TopicPartition]], Any]
 
 
 class Native:
-    """The engine's view of the drop-in client: confluent-kafka's own methods, past the drop-in's overrides."""
+    """The engine's view of the drop-in client: confluent-kafka's own methods, past the drop-in's
+    overrides."""
 
     def __init__(self, consumer: Consumer) -> None:
         self._consumer = consumer
@@ -39,7 +40,8 @@ class DropInClaim:
     def __init__(self, context: ClaimContext, step: DropInStep) -> None:
         self.tp = context.lock
         self._step = step
-        self._seen = (context.offsets[self.tp], context.offsets[self.tp])  # (position, committed), poll thread
+        # (position, committed), poll thread
+        self._seen = (context.offsets[self.tp], context.offsets[self.tp])
         self._final: int | None = None  # the position when the partition began to leave
 
     def take(self, tp: TP, records: Sequence[Any]) -> None:  # the engine never fetches for the drop-in
@@ -64,7 +66,8 @@ class DropInClaim:
 
     def leave(self) -> None:
         self._step.revoked([self.tp], lost=False)  # the application may commit in on_revoke
-        self._final = self._step.position(self.tp)  # before the engine unassigns it: then the client forgets it
+        # before the engine unassigns it: then the client forgets it
+        self._final = self._step.position(self.tp)
 
     def revoke(self) -> None:
         self._step.revoked([self.tp], lost=True)

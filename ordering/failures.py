@@ -77,7 +77,8 @@ def malformed_cause(error: BaseException, record: Any) -> MalformedRecordError |
     cause: BaseException | None = error
     while cause is not None and id(cause) not in seen:
         if isinstance(cause, MalformedRecordError) and record is not None \
-                and (cause.offset, cause.partition, cause.topic) == (record.offset(), record.partition(), record.topic()):
+                and (cause.offset, cause.partition, cause.topic) == (record.offset(), record.partition(),
+                                                                     record.topic()):
             return cause
         seen.add(id(cause))
         cause = cause.__cause__ or cause.__context__
@@ -85,7 +86,8 @@ def malformed_cause(error: BaseException, record: Any) -> MalformedRecordError |
 
 
 class SendBack:
-    """Clustering, concurrent: a failed message goes to the group's retry topic (RocketMQ's ``sendMessageBack``)."""
+    """Clustering, concurrent: a failed message goes to the group's retry topic (RocketMQ's
+    ``sendMessageBack``)."""
 
     in_place = False
 
@@ -120,7 +122,8 @@ class Drop:
     def failed(self, msg: MessageExt, reason: str) -> None:
         if (error := malformed(msg)) is not None:
             return self.dead_letter_raw(msg.record, error)
-        log.warning("broadcast message %s failed and is dropped: %s", msg.id, reason, extra=message_fields(msg))
+        log.warning("broadcast message %s failed and is dropped: %s", msg.id, reason,
+                    extra=message_fields(msg))
 
     def dead_letter(self, msg: MessageExt, reason: str) -> None:
         self.failed(msg, reason)

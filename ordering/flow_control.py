@@ -20,7 +20,8 @@ from rocketkafka.topic_partition import TP
 
 
 def over_threshold(owned: OwnedLock, per_partition: int) -> list[TP]:
-    """``owned``'s partitions that just went over ``per_partition``; marked paused (call right after a take)."""
+    """``owned``'s partitions that just went over ``per_partition``; marked paused (call right after a
+    take)."""
     over = [tp for tp, n in owned.claim.backlog().items() if n > per_partition and tp not in owned.paused]
     owned.paused.update(over)
     return over
@@ -29,17 +30,20 @@ def over_threshold(owned: OwnedLock, per_partition: int) -> list[TP]:
 def over_total(owned: Iterable[OwnedLock], per_partition: int, partitions: int, total: int) -> bool:
     """Whether the claims together may hold more than ``total``: they can only when ``per_partition`` times
     the partitions exceeds it (rare), and then the backlogs are added up."""
-    return per_partition * partitions > total and sum(n for o in owned for n in o.claim.backlog().values()) > total
+    return per_partition * partitions > total and sum(n for o in owned
+                                                      for n in o.claim.backlog().values()) > total
 
 
-def pauses_and_resumes(owned: Iterable[OwnedLock], per_partition: int, total: int) -> tuple[list[TP], list[TP]]:
+def pauses_and_resumes(owned: Iterable[OwnedLock], per_partition: int,
+                       total: int) -> tuple[list[TP], list[TP]]:
     """The partitions to pause and to resume now; :attr:`OwnedLock.paused` is updated to match."""
     backlogs = [(o, tp, n) for o in owned for tp, n in o.claim.backlog().items()]
     held = sum(n for _, _, n in backlogs)
     pause, resume = [], []
     for o, tp, n in backlogs:
         paused = tp in o.paused
-        if not paused and (n > per_partition or held > total):  # over the total: every partition waits, none gains
+        # over the total: every partition waits, none gains
+        if not paused and (n > per_partition or held > total):
             o.paused.add(tp)
             pause.append(tp)
         elif paused and n <= per_partition // 2 and held <= total // 2:

@@ -7,7 +7,8 @@ from typing import Any
 
 
 def is_future(value: Any) -> bool:
-    """A :class:`~concurrent.futures.Future`, or an object with its ``add_done_callback`` and ``exception``."""
+    """A :class:`~concurrent.futures.Future`, or an object with its ``add_done_callback`` and
+    ``exception``."""
     return isinstance(value, Future) or (hasattr(value, "add_done_callback") and hasattr(value, "exception"))
 
 

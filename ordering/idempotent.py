@@ -104,7 +104,8 @@ class _Begin:
 
 
 class _Node:
-    """One Redis node; after a failure it is skipped for a second, so a dead node costs no time per message."""
+    """One Redis node; after a failure it is skipped for a second, so a dead node costs no time per
+    message."""
 
     def __init__(self, url: str, timeout_ms: int) -> None:
         timeout = timeout_ms / 1000
@@ -112,7 +113,8 @@ class _Node:
             self.client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout,
                                                retry=Retry(NoBackoff(), 0), health_check_interval=0)
         except ValueError as exc:
-            raise ConfigError(f"bad Redis URL {url!r}: {exc}") from None  # ConfigError hides the password; the cause would not
+            # ConfigError hides the password; the cause would not
+            raise ConfigError(f"bad Redis URL {url!r}: {exc}") from None
         self.url = url
         self.begin = self.client.register_script(_BEGIN)
         self.abort = self.client.register_script(_ABORT)
@@ -145,7 +147,8 @@ class IdempotentConsumer:
     Raises:
         ConfigError: a TTL is not positive, or the consumer has no Redis nodes.
 
-    >>> consumer.subscribe("orders", IdempotentConsumer(consumer, handle, consuming_ttl_ms=30_000))  # doctest: +SKIP
+    >>> consumer.subscribe("orders", IdempotentConsumer(consumer, handle,
+    ...                                                 consuming_ttl_ms=30_000))  # doctest: +SKIP
     """
 
     def __init__(self, consumer: PushConsumer, listener: Callable[[MessageExt], Any], *,
@@ -177,7 +180,8 @@ class IdempotentConsumer:
                 self._finish(key, begun.marked)  # repair nodes that had lost it
                 with self._count:
                     self._skipped += 1
-                log.info("idempotent-consume: %s was consumed already; skipped", msg.id, extra={"msg_id": msg.id})
+                log.info("idempotent-consume: %s was consumed already; skipped", msg.id,
+                         extra={"msg_id": msg.id})
                 return ConsumeOrderlyStatus.SUCCESS if self.orderly else ConsumeStatus.CONSUME_SUCCESS
             if begun.state is MarkState.OURS:
                 break
@@ -238,8 +242,8 @@ class IdempotentConsumer:
                 return
             pending = failed
             time.sleep(0.05 * (attempt + 1))
-        log.error("idempotent-consume: could not record %s as consumed on a quorum; a re-delivery may run it again",
-                  key)
+        log.error("idempotent-consume: could not record %s as consumed on a quorum; a re-delivery may run "
+                  "it again", key)
 
     def _abort(self, key: str, mark: str, nodes: list[int]) -> None:
         for i in nodes:
@@ -279,5 +283,6 @@ def decide(answers: list[Any], needed: int) -> _Begin:
 
 def _failed(result: Any) -> bool:
     """Whether a listener result asks for the message again (so it must not count as consumed)."""
-    return (result is ConsumeStatus.RECONSUME_LATER or result is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+    return (result is ConsumeStatus.RECONSUME_LATER
+            or result is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
             or isinstance(result, Suspend))

@@ -36,8 +36,9 @@ class Keeper:
     """
 
     def __init__(self, membership: Membership | None, locks: LockTable | None,
-                 progress: Callable[[], dict[TP, tuple[int, int]]], on_members: Callable[[list[Member]], None],
-                 on_lost: Callable[[set[TP]], None], heartbeat_s: float, tick_s: float, name: str) -> None:
+                 progress: Callable[[], dict[TP, tuple[int, int]]],
+                 on_members: Callable[[list[Member]], None], on_lost: Callable[[set[TP]], None],
+                 heartbeat_s: float, tick_s: float, name: str) -> None:
         self._membership, self._locks, self._progress = membership, locks, progress
         self._on_members, self._on_lost = on_members, on_lost
         self._heartbeat_s, self._tick_s = heartbeat_s, tick_s

@@ -11,9 +11,9 @@ writes a batch, a partition or a shard. The only things it writes are its own: a
 or an order key fed without pause never waits for the poll thread between batches.
 
 A lane holds at most :data:`~rocketkafka.ordering.scheduler.FEED_AHEAD` batches at a time, so a
-partition that leaves waits for those only. It ends (:class:`LaneEnded`) when its feed is empty, after a pause or a partial
-outcome, when the poll thread cancelled it (a failed settlement rewinds the shard), or
-after ``max_continuous_s`` so other shards get their turn.
+partition that leaves waits for those only. It ends (:class:`LaneEnded`) when its feed is empty,
+after a pause or a partial outcome, when the poll thread cancelled it (a failed settlement
+rewinds the shard), or after ``max_continuous_s`` so other shards get their turn.
 """
 
 from __future__ import annotations
@@ -75,11 +75,13 @@ class Run:
             record by record in ``done`` while it has returned no future (the commit point then
             follows a slow handler message by message instead of batch by batch).
         done: records from the batch's front that are finished (the handler's to move).
-        failure: ``(offset, tries, reason)``: an in-place retry the handler counted (the poll thread records it).
+        failure: ``(offset, tries, reason)``: an in-place retry the handler counted (the poll thread
+            records it).
         valid_until: the lock's validity when the run began (monotonic s); see :meth:`still_ours`.
     """
 
-    __slots__ = ("batch", "records", "start", "stop", "work", "exact", "done", "failure", "valid_until", "_tries")
+    __slots__ = ("batch", "records", "start", "stop", "work", "exact", "done", "failure", "valid_until",
+                 "_tries")
 
     def __init__(self, batch: Batch, stop: int, tries: Mapping[int, tuple[int, str]]) -> None:
         self.batch, self.records, self.work = batch, batch.records, batch.work
@@ -171,7 +173,8 @@ class Lane:
         self.cancelled = False
         self.more = False
 
-    def run(self, handler: BatchHandler, post: Post, max_continuous_s: float, deadline: float | None = None) -> None:
+    def run(self, handler: BatchHandler, post: Post, max_continuous_s: float,
+            deadline: float | None = None) -> None:
         """Run the fed batches until the feed is empty, a pause, a partial outcome, a cancel, or out of time.
 
         ``deadline`` (monotonic s): this lane runs on the poll thread and must stop by then.

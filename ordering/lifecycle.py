@@ -1,4 +1,5 @@
-"""The life of a client or service: one state enum, the transitions that are allowed, and the failure that ended it.
+"""The life of a client or service: one state enum, the transitions that are allowed, and the failure
+that ended it.
 
 Shared by the push consumer, the drop-in consumer, the delay forwarder and the
 transaction checker::
@@ -159,7 +160,8 @@ class EngineStatus:
         return State.CLOSED if self._start_failed else State.NEW
 
     def health(self) -> Health:
-        """State, the failure of a dead poll thread (if any) and how many partitions are owned; never raises."""
+        """State, the failure of a dead poll thread (if any) and how many partitions are owned; never
+        raises."""
         engine = self._engine
         if engine is None:
             return Health(self.state, None, 0)

@@ -64,7 +64,8 @@ def _failure_at_garbled(error: BaseException, records: Sequence[Any]) -> Any:
     for i, record in enumerate(records):
         if malformed_cause(error, record) is not None:
             failure = BatchFailure(i, "a garbled system header")
-            failure.__cause__ = error  # _answer finds the MalformedRecordError through it and dead-letters at once
+            # _answer finds the MalformedRecordError through it and dead-letters at once
+            failure.__cause__ = error
             return failure
     return error
 
@@ -80,8 +81,8 @@ class ListenerHandler:
         suspend_ms: orderly: pause after a failure.
     """
 
-    def __init__(self, subscriptions: Subscriptions, policy: FailurePolicy, *, orderly: bool, max_reconsume_times: int,
-                 suspend_ms: int) -> None:
+    def __init__(self, subscriptions: Subscriptions, policy: FailurePolicy, *, orderly: bool,
+                 max_reconsume_times: int, suspend_ms: int) -> None:
         self.subscriptions, self.policy, self.orderly = subscriptions, policy, orderly
         self.max_reconsume_times, self.suspend_ms = max_reconsume_times, suspend_ms
         self._warned: set[tuple[int, str]] = set()
@@ -159,7 +160,8 @@ class ListenerHandler:
         """Records of the group's retry topic: each goes to the listener of its original topic.
 
         Retry copies are ours, so their system headers are checked before the listener runs: one
-        whose count or id was forged or garbled is dead-lettered as it is (a rare path: no cost to the hot one).
+        whose count or id was forged or garbled is dead-lettered as it is (a rare path: no cost to
+        the hot one).
         """
         records = run.records
         while i < run.stop:
@@ -203,7 +205,7 @@ class ListenerHandler:
                 i = j
                 continue
             if isinstance(status, BaseException) and not isinstance(status, BatchFailure):
-                status = _failure_at_garbled(status, chosen)  # the garbled record fails, not the batch's first
+                status = _failure_at_garbled(status, chosen)
             if isinstance(status, BatchFailure) and 0 <= status.index < len(chosen):
                 failed, after = chosen[status.index], records.index(chosen[status.index])
                 pause = self._answer(run, MessageExt.of(failed, topic), status)
@@ -256,7 +258,8 @@ class ListenerHandler:
         if not self.policy.in_place:
             self.policy.failed(msg, reason)
             return None
-        if (error := malformed(msg)) is not None:  # retrying a forged record in place would block its partition
+        # retrying a forged record in place would block its partition
+        if (error := malformed(msg)) is not None:
             self.policy.dead_letter_raw(msg.record, error)
             return None
         offset = msg.queue_offset
@@ -265,7 +268,8 @@ class ListenerHandler:
             self.policy.dead_letter(msg, f"max reconsume times {self.max_reconsume_times} reached: {reason}")
             return None
         run.failure = (offset, tries, reason)
-        log.info("orderly listener failed on %s (try %d): %s", msg.id, tries, reason, extra=message_fields(msg))
+        log.info("orderly listener failed on %s (try %d): %s", msg.id, tries, reason,
+                 extra=message_fields(msg))
         return pause_ms
 
     def _given_up(self, run: Run, msg: MessageExt) -> bool:
@@ -288,7 +292,8 @@ class ListenerHandler:
             if status is ConsumeOrderlyStatus.SUCCESS:
                 return None
             if not self.orderly:
-                self._warn(status, "returned an orderly status from a concurrent listener; counted as RECONSUME_LATER")
+                self._warn(status, "returned an orderly status from a concurrent listener; counted as "
+                                   "RECONSUME_LATER")
             return "listener asked to suspend"
         if isinstance(status, ConsumeStatus):
             return None if status is ConsumeStatus.CONSUME_SUCCESS else "listener returned RECONSUME_LATER"
@@ -296,11 +301,11 @@ class ListenerHandler:
             return None if status == 0 else "listener returned RECONSUME_LATER"
         if hasattr(status, "__await__"):
             getattr(status, "close", lambda: None)()
-            self._warn(status, "returned a coroutine: async listeners are not run (subscribe refuses async def); "
-                               "counted as a failure")
+            self._warn(status, "returned a coroutine: async listeners are not run (subscribe refuses "
+                               "async def); counted as a failure")
             return "listener returned a coroutine"
-        self._warn(status, f"returned {status!r} ({type(status).__name__}), which is not a consume status; counted "
-                           "as a failure (return None or CONSUME_SUCCESS for success)")
+        self._warn(status, f"returned {status!r} ({type(status).__name__}), which is not a consume status; "
+                           "counted as a failure (return None or CONSUME_SUCCESS for success)")
         return f"listener returned {type(status).__name__}"
 
     def _warn(self, status: Any, text: str) -> None:

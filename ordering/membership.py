@@ -60,9 +60,11 @@ class MembershipSettings:
 
 
 def is_auth_error(exc: BaseException) -> bool:
-    """True when Redis refused the credentials (``WRONGPASS``, ``NOAUTH``, ``NOPERM``) rather than not answering."""
+    """True when Redis refused the credentials (``WRONGPASS``, ``NOAUTH``, ``NOPERM``) rather than not
+    answering."""
     return isinstance(exc, (redis.AuthenticationError, redis.exceptions.NoPermissionError)) or \
-        isinstance(exc, redis.ResponseError) and str(exc).upper().startswith(("NOAUTH", "WRONGPASS", "NOPERM"))
+        isinstance(exc, redis.ResponseError) and \
+        str(exc).upper().startswith(("NOAUTH", "WRONGPASS", "NOPERM"))
 
 
 class Membership:
@@ -78,10 +80,11 @@ class Membership:
     """
 
     def __init__(self, redis_urls: list[str], group: str, member: Member, keys: RedisKeys,
-                 settings: MembershipSettings = MembershipSettings(), on_change: Callable[[], None] | None = None,
-                 info: Mapping[str, Any] | None = None) -> None:
+                 settings: MembershipSettings = MembershipSettings(),
+                 on_change: Callable[[], None] | None = None, info: Mapping[str, Any] | None = None) -> None:
         self.group, self.member, self.settings = group, member, settings
-        self._clients = [redis.Redis.from_url(u, socket_timeout=0.5, socket_connect_timeout=0.5) for u in redis_urls]
+        self._clients = [redis.Redis.from_url(u, socket_timeout=0.5, socket_connect_timeout=0.5)
+                         for u in redis_urls]
         self._names = [redact_url(u) for u in redis_urls]  # for errors and logs: never the password
         self._scripts = [c.register_script(_HEARTBEAT) for c in self._clients]
         self._keys = (keys.members(group), keys.member_info(group))
@@ -106,9 +109,11 @@ class Membership:
             RedisUnavailableError: no node answered (down, unreachable, wrong address).
         """
         members = self.heartbeat()
-        if self.problems:  # some nodes answer: go on (the lock table needs a quorum, not all), but say which do not
-            log.warning("joining group %s: %d of %d Redis nodes did not answer: %s", self.group, len(self.problems),
-                        len(self._clients), "; ".join(f"{n}: {p}" for n, p in self.problems.items()))
+        # some nodes answer: go on (the lock table needs a quorum, not all), but say which do not
+        if self.problems:
+            log.warning("joining group %s: %d of %d Redis nodes did not answer: %s", self.group,
+                        len(self.problems), len(self._clients),
+                        "; ".join(f"{n}: {p}" for n, p in self.problems.items()))
         for client in self._clients:
             t = threading.Thread(target=self._listen, args=(client,), daemon=True, name="rk-members-listen")
             t.start()
@@ -130,7 +135,8 @@ class Membership:
             return self._heartbeat()
 
     def _heartbeat(self) -> list[Member]:
-        futures = [self._pool.submit(s, keys=list(self._keys), args=[self.member.id, self._info, self.settings.member_timeout_ms])
+        futures = [self._pool.submit(s, keys=list(self._keys),
+                                     args=[self.member.id, self._info, self.settings.member_timeout_ms])
                    for s in self._scripts]
         live: dict[str, Member] = {}
         problems: dict[str, str] = {}
@@ -149,11 +155,13 @@ class Membership:
                 live[mid] = Member(mid, room)
         self.problems = problems
         if len(problems) == len(futures):
-            raise (RedisAuthError if refused else RedisUnavailableError)(problems, f"membership heartbeat of group {self.group!r}")
+            raise (RedisAuthError if refused
+                   else RedisUnavailableError)(problems, f"membership heartbeat of group {self.group!r}")
         return sorted(live.values())
 
     def refresh(self, known: list[Member]) -> list[Member] | None:
-        """Heartbeat; the live members when they differ from ``known``, else None (also when no node answered)."""
+        """Heartbeat; the live members when they differ from ``known``, else None (also when no node
+        answered)."""
         try:
             members = self.heartbeat()
         except StateError:

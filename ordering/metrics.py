@@ -79,7 +79,8 @@ class ConsumerMetrics(MetricsEndpoint):
 
     >>> m = ConsumerMetrics("billing")
     >>> m.publish({("orders", 0): PartitionSample(lag=3, inflight=3, lock_owned=True, consumed=7)})
-    >>> m.registry.get_sample_value("rocketkafka_consumer_lag", {"group": "billing", "topic": "orders", "partition": "0"})
+    >>> m.registry.get_sample_value("rocketkafka_consumer_lag",
+    ...                             {"group": "billing", "topic": "orders", "partition": "0"})
     3
     """
 
@@ -98,7 +99,8 @@ class ConsumerMetrics(MetricsEndpoint):
     # -- the consumer's side -----------------------------------------------------------
     def bind(self, copies: Callable[[], dict[tuple[str, str], int]], locks_lost: Callable[[], int],
              failures: Callable[[], int] = lambda: 0) -> None:
-        """Sources read at scrape time: retry/dead-letter copies per (kind, topic), locks lost, poll thread failures."""
+        """Sources read at scrape time: retry/dead-letter copies per (kind, topic), locks lost, poll thread
+        failures."""
         self._copies, self._locks_lost, self._failures = copies, locks_lost, failures
 
     def publish(self, samples: dict[TP, PartitionSample]) -> None:
@@ -129,8 +131,8 @@ class ConsumerMetrics(MetricsEndpoint):
                                 "offset to handle", labels=_PARTITION_LABELS)
         inflight = GaugeMetricFamily("rocketkafka_consumer_inflight", "records fetched and not yet handled",
                                      labels=_PARTITION_LABELS)
-        owned = GaugeMetricFamily("rocketkafka_consumer_lock_owned", "1 while this member holds the partition "
-                                  "lock, 0 while it waits for it", labels=_PARTITION_LABELS)
+        owned = GaugeMetricFamily("rocketkafka_consumer_lock_owned", "1 while this member holds the "
+                                  "partition lock, 0 while it waits for it", labels=_PARTITION_LABELS)
         consumed = CounterMetricFamily("rocketkafka_consumer_consumed", "records handled (filtered and "
                                        "dead-lettered ones included)", labels=_PARTITION_LABELS)
         for (topic, partition), s in sorted(partitions.items()):
@@ -151,20 +153,21 @@ class ConsumerMetrics(MetricsEndpoint):
                 if k == kind:
                     family.add_metric([group, topic], n)
             yield family
-        renew = CounterMetricFamily("rocketkafka_consumer_lock_renew_failures", "partition locks lost because "
-                                    "a renewal failed or came too late", labels=["group"])
+        renew = CounterMetricFamily("rocketkafka_consumer_lock_renew_failures", "partition locks lost "
+                                    "because a renewal failed or came too late", labels=["group"])
         renew.add_metric([group], self._locks_lost())
         yield renew
         failures = CounterMetricFamily("rocketkafka_consumer_poll_thread_failures", "poll threads that died "
-                                       "(the consumer then consumes nothing until restarted)", labels=["group"])
+                                       "(the consumer then consumes nothing until restarted)",
+                                       labels=["group"])
         failures.add_metric([group], self._failures())
         yield failures
         if self.forwarders is not None:
             alive = self.forwarders()
             if alive is not None:  # no Redis node answered: no sample rather than a false 0
-                forwarders = GaugeMetricFamily("rocketkafka_consumer_delay_forwarders_alive", "delay forwarders "
-                                               "announced in Redis; 0 means retries with back-off wait in the "
-                                               "delay topics", labels=["group"])
+                forwarders = GaugeMetricFamily("rocketkafka_consumer_delay_forwarders_alive",
+                                               "delay forwarders announced in Redis; 0 means retries with "
+                                               "back-off wait in the delay topics", labels=["group"])
                 forwarders.add_metric([group], alive)
                 yield forwarders
 

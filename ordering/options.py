@@ -1,4 +1,5 @@
-"""Settings of the ownership engine and of the consumers on it, each declared once with unit, default and check.
+"""Settings of the ownership engine and of the consumers on it, each declared once with unit, default
+and check.
 
 :class:`OwnershipOptions` is how members of a group split partitions and hold them:
 the push consumer, the drop-in consumer, the delay forwarder and the transaction
@@ -53,11 +54,13 @@ class OwnershipOptions(BaseModel):
         instance_name: this member's id, unique in the group (RocketMQ's client id).
         machine_room: the member's machine room / zone (``MachineRoomNearby`` allocation).
         allocation: ``averagely``, ``circle`` or ``consistent-hash`` (or pass a strategy object).
-        heartbeat_interval_ms, member_timeout_ms: membership heartbeats, and silence after which a member is gone.
+        heartbeat_interval_ms, member_timeout_ms: membership heartbeats, and silence after which a
+            member is gone.
         rebalance_interval_ms: a safety rebalance besides join/leave announcements (RocketMQ: 20 s).
         lock_lease_ms: server-side TTL of a partition lock (RocketMQ: 60 s).
         lock_renew_interval_ms: how often every held lock is renewed (RocketMQ: 20 s).
-        lock_client_expiry_ms: a lock counts as lost this long after its last renewal, whatever happened since.
+        lock_client_expiry_ms: a lock counts as lost this long after its last renewal, whatever
+            happened since.
         acquire_retry_ms: how soon partitions still held by their old owner are asked for again.
         commit_interval_ms: how often finished offsets are committed.
         pull_batch_size: records taken from the client per fetch call.
@@ -160,6 +163,7 @@ class ConsumerOptions(OwnershipOptions):
 
     @model_validator(mode="after")
     def _check_consumer(self) -> ConsumerOptions:
-        if self.consume_from_where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP and self.consume_timestamp_ms is None:
+        if (self.consume_from_where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP
+                and self.consume_timestamp_ms is None):
             raise ValueError("CONSUME_FROM_TIMESTAMP needs consume_timestamp_ms")
         return self

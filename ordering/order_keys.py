@@ -59,7 +59,8 @@ def parse_json_path(path: str) -> tuple[str | int, ...]:
     while pos < len(path):
         m = _SEGMENT.match(path, pos)
         if m is None:
-            raise ValueError(f"bad JSON path {path!r} at character {pos}: expected .name, [index] or ['name']")
+            raise ValueError(f"bad JSON path {path!r} at character {pos}: expected .name, [index] or "
+                             "['name']")
         name, index, _, quoted = m.groups()
         steps.append(name if name is not None else int(index) if index is not None else quoted)
         pos = m.end()

@@ -22,7 +22,8 @@ class OwnedLock:
     reset_to: dict[TP, int] | None = None  # leaving for an operator's offset reset: commit these instead
     revoked: bool = False  # lost: never commit, unlock nothing (it is not ours)
     paused: set[TP] = field(default_factory=set)  # paused by flow control (never a user's own pause)
-    fetch_from: dict[TP, int] = field(default_factory=dict)  # where fetching goes on: after the last record routed
+    # where fetching goes on: after the last record routed
+    fetch_from: dict[TP, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

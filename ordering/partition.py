@@ -1,4 +1,5 @@
-"""One owned partition of a listener step (RocketMQ's ``ProcessQueue``): fetched records as batches, and where to commit.
+"""One owned partition of a listener step (RocketMQ's ``ProcessQueue``): fetched records as batches, and
+where to commit.
 
 Fetched records become :class:`Batch` es -- contiguous runs, or the records of one
 order key -- that the scheduler (:mod:`~rocketkafka.ordering.scheduler`) hands to a
@@ -44,7 +45,8 @@ class Chunker(Protocol):
 
     contiguous: bool
 
-    def __call__(self, work: PartitionWork, records: Sequence[Any]) -> Iterator[tuple[Hashable, list[Any]]]: ...
+    def __call__(self, work: PartitionWork,
+                 records: Sequence[Any]) -> Iterator[tuple[Hashable, list[Any]]]: ...
 
 
 class Batch:
@@ -99,7 +101,8 @@ class PartitionWork:
         self.batches: deque[Batch] = deque()  # unfinished, in order of their first offset
         self.cut: int | None = None  # leaving: records at or after it never start
         self.revoked = False  # lock lost: nothing more runs, nothing is committed
-        self.failures: dict[int, tuple[int, str]] = {}  # offset -> (failed tries, last error): in-place retries
+        # offset -> (failed tries, last error): in-place retries
+        self.failures: dict[int, tuple[int, str]] = {}
         self.out = 0  # runs handed to lanes and not back yet
         self._finished = 0
 
@@ -150,14 +153,16 @@ class PartitionWork:
         return self.commit_point() >= self.cut
 
     def may_start(self, offset: int) -> bool:
-        """Whether a record at ``offset`` may still be handed out (the scheduler asks before it feeds a batch)."""
+        """Whether a record at ``offset`` may still be handed out (the scheduler asks before it feeds a
+        batch)."""
         if self.revoked:
             return False
         cut = self.cut
         return cut is None or offset < cut
 
     def stop_for(self, batch: Batch) -> int | None:
-        """How far ``batch`` may be handed: all of it, or up to a leaving partition's cut; ``None``: not at all."""
+        """How far ``batch`` may be handed: all of it, or up to a leaving partition's cut; ``None``: not at
+        all."""
         if not self.may_start(batch.position):
             return None
         cut = self.cut
@@ -230,7 +235,8 @@ class _Unkeyed:
 
 
 class ByKey:
-    """Key mode (DDMQ's order keys): one shard per (partition, key), keys in parallel, a key's records in order.
+    """Key mode (DDMQ's order keys): one shard per (partition, key), keys in parallel, a key's records in
+    order.
 
     Records without a key go into batches of their own, each its own shard.
     """

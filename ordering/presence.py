@@ -38,7 +38,8 @@ class Presence:
                  socket_timeout: float = 1.0) -> None:
         self.key = keys.alive(service, scope)
         self.service = service
-        self._nodes = [redis.Redis.from_url(u, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
+        self._nodes = [redis.Redis.from_url(u, socket_timeout=socket_timeout,
+                                            socket_connect_timeout=socket_timeout)
                        for u in urls]
 
     def announce(self, instance: str, ttl_ms: int = ANNOUNCE_TTL_MS) -> int:
@@ -66,7 +67,8 @@ class Presence:
                 pass
 
     def alive(self) -> list[str] | None:
-        """Names of the instances alive now (the largest answer of any node); ``None`` when no node answered."""
+        """Names of the instances alive now (the largest answer of any node); ``None`` when no node
+        answered."""
         now = int(time.time() * 1000)
         best: list[str] | None = None
         for node in self._nodes:

@@ -87,10 +87,12 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
     >>> c.subscribe("orders", handle, expression="created || paid"); c.start()
     """
 
-    def __init__(self, group_id: str, config: dict[str, Any] | None = None, *, redis_urls: list[str] | None = None,
-                 settings: Settings | None = None, orderly: bool = False,
-                 message_model: MessageModel = MessageModel.CLUSTERING, options: ConsumerOptions | None = None,
-                 allocation_strategy: AllocationStrategy | None = None, trace: bool = False, **overrides: Any) -> None:
+    def __init__(self, group_id: str, config: dict[str, Any] | None = None, *,
+                 redis_urls: list[str] | None = None, settings: Settings | None = None, orderly: bool = False,
+                 message_model: MessageModel = MessageModel.CLUSTERING,
+                 options: ConsumerOptions | None = None,
+                 allocation_strategy: AllocationStrategy | None = None, trace: bool = False,
+                 **overrides: Any) -> None:
         self.group_id = check_group_name(group_id, "consumer group")
         self._config, self._redis_urls = dict(config or {}), redis_urls
         if settings is None:
@@ -113,9 +115,11 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
         if self.keyed and not orderly:
             raise ConfigError(f"order_key={self.options.order_key!r} orders keys; it needs orderly=True")
         self._strategy = allocation_strategy
-        self._subscriptions = Subscriptions(None)  # its retry topic is set at start (group and prefix final then)
+        # its retry topic is set at start (group and prefix final then)
+        self._subscriptions = Subscriptions(None)
         #: Prometheus series of this consumer (``None`` unless ``metrics`` or ``metrics_port`` is set).
-        self.metrics: ConsumerMetrics | None = ConsumerMetrics(group_id) if self.options.metrics_enabled else None
+        self.metrics: ConsumerMetrics | None = ConsumerMetrics(group_id) if self.options.metrics_enabled \
+            else None
         self._name = f"consumer {self.options.instance_name} of group {group_id}"
         self._engine: OwnershipEngine | None = None  # made by start(); its lifecycle is the consumer's
         self._sender: Sender | None = None
@@ -150,7 +154,8 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
         self._set_option("set_thread_count", consume_thread_max=thread_count)
 
     def set_message_batch_max_size(self, max_size: int) -> None:
-        """Records one worker task takes in order (``consume_batch_size``); the listener still gets one message."""
+        """Records one worker task takes in order (``consume_batch_size``); the listener still gets one
+        message."""
         self._set_option("set_message_batch_max_size", consume_batch_size=max_size)
 
     def set_message_model(self, model: MessageModel) -> None:
@@ -210,7 +215,8 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
         failed and those before it were handled. Orderly modes keep their order within and
         across batches. ``expression`` / ``selector`` select messages as in :meth:`subscribe`.
         """
-        if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int) or not 1 <= max_batch_size <= 10_000:
+        if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int) \
+                or not 1 <= max_batch_size <= 10_000:
             raise ConfigError(f"max_batch_size must be an int in 1..10000, got {max_batch_size!r}")
         self._subscribe(topic, callback, _selector(expression, selector), max_batch_size)
 
@@ -222,10 +228,11 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
         check_topic_name(topic)  # a name Kafka refuses can never exist: say which rule, not "does not exist"
         if not callable(callback):
             raise TypeError(f"callback must be callable, got {type(callback).__name__}")
-        if inspect.iscoroutinefunction(callback) or inspect.iscoroutinefunction(getattr(callback, "__call__", None)):
+        if inspect.iscoroutinefunction(callback) \
+                or inspect.iscoroutinefunction(getattr(callback, "__call__", None)):
             raise TypeError(f"{getattr(callback, '__name__', callback)!r} is an async function, which a push "
-                            "consumer does not await: pass a plain function (an orderly listener may return a "
-                            "concurrent.futures.Future, e.g. from asyncio.run_coroutine_threadsafe)")
+                            "consumer does not await: pass a plain function (an orderly listener may return "
+                            "a concurrent.futures.Future, e.g. from asyncio.run_coroutine_threadsafe)")
         self._subscriptions.add(Subscription(topic, selector, callback, batch_size))
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -259,7 +266,8 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
             self._sender = Sender(self.settings)
             self._reconsumer = Reconsumer(self._sender, self.group_id, o.max_reconsume_times,
                                           retry_router=retry_backoff(self._sender)
-                                          if o.retry_backoff and not self.orderly else None, tracer=self._tracer)
+                                          if o.retry_backoff and not self.orderly else None,
+                                          tracer=self._tracer)
             engine = self._engine = OwnershipEngine(
                 self.group_id, self.settings, o, self._step(), kafka_config=self._consumer_config,
                 offsets_group=f"{self.group_id}.bcast.{o.instance_name}" if self.broadcasting else None,
@@ -276,8 +284,9 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
             # engine holds the step, which holds the sender
             self._engine = self._sender = self._reconsumer = engine = None
             self._tracer = None
-            # the finished frames of the traceback still hold them (engine, step, sender) as locals, for as long
-            # as the error lives (a log record, a test's ExceptionInfo): let the clients and their threads go now
+            # the finished frames of the traceback still hold them (engine, step, sender) as locals, for as
+            # long as the error lives (a log record, a test's ExceptionInfo): let the clients and their
+            # threads go now
             traceback.clear_frames(sys.exc_info()[2])
             raise
         if self._needs_forwarder:
@@ -288,11 +297,12 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
                 self.metrics.forwarders = self.forwarders_alive
             if o.metrics_port is not None:
                 self.metrics.serve(o.metrics_port)
-        log.info("consumer %s of group %s started (%s%s)", o.instance_name, self.group_id, o.message_model.value,
-                 ", orderly" if self.orderly else "")
+        log.info("consumer %s of group %s started (%s%s)", o.instance_name, self.group_id,
+                 o.message_model.value, ", orderly" if self.orderly else "")
 
     def _traced(self) -> None:
-        """Start the tracer and wrap every listener with :class:`~rocketkafka.ordering.tracing.ListenerTrace`."""
+        """Start the tracer and wrap every listener with
+        :class:`~rocketkafka.ordering.tracing.ListenerTrace`."""
         self._tracer = Tracer(self.settings, self._name)
         wrap = ListenerTrace(self._tracer, self.group_id, self.options.instance_name)
         for sub in list(self._subscriptions.by_topic.values()):
@@ -318,21 +328,24 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
     def _check_forwarders(self) -> None:
         alive = self.forwarders_alive()
         if alive == 0:
-            log.warning("%s: no delay forwarder is alive for topic prefix %r: failed messages will wait in the "
-                        "delay topics until one runs (start `rocketkafka delay-forwarder`, or retry_backoff=False to "
-                        "retry at once)", self._name, self.settings.topic_prefix)
+            log.warning("%s: no delay forwarder is alive for topic prefix %r: failed messages will wait in "
+                        "the delay topics until one runs (start `rocketkafka delay-forwarder`, or "
+                        "retry_backoff=False to retry at once)", self._name, self.settings.topic_prefix)
 
     def _step(self) -> BatchStep:
         o = self.options
         assert self._reconsumer is not None
-        durably = WriteUntilDurable(lambda: self._engine is not None and self._engine.lifecycle.state is not State.RUNNING)
+        durably = WriteUntilDurable(lambda: self._engine is not None
+                                    and self._engine.lifecycle.state is not State.RUNNING)
         policy: FailurePolicy = Drop() if self.broadcasting else \
             RetryInPlace(self._reconsumer, durably) if self.orderly else SendBack(self._reconsumer, durably)
         handler = ListenerHandler(self._subscriptions, policy, orderly=self.orderly,
-                                  max_reconsume_times=o.max_reconsume_times, suspend_ms=o.suspend_current_queue_time_ms)
+                                  max_reconsume_times=o.max_reconsume_times,
+                                  suspend_ms=o.suspend_current_queue_time_ms)
         chunker: Chunker = ByKey(o.consume_batch_size, order_key_of(o.order_key)) if self.keyed else \
             Serial(o.consume_batch_size) if self.orderly else Unordered(o.consume_batch_size)
-        internal = {} if self.broadcasting else {self._reconsumer.retry_topic: 1, self._reconsumer.dlq_topic: 1}
+        internal = {} if self.broadcasting else {self._reconsumer.retry_topic: 1,
+                                                 self._reconsumer.dlq_topic: 1}
         return batch_step(handler, o, self.group_id, list(self._subscriptions.by_topic),
                           self._subscriptions.retry_topic, internal, chunker, o.consume_from_where,
                           o.consume_timestamp_ms, engine=lambda: self._engine)
@@ -401,7 +414,8 @@ def _selector(expression: str | MessageSelector, selector: MessageSelector | Non
             raise ConfigError(f"selector must be a MessageSelector (MessageSelector.by_sql / by_tag), "
                               f"got {type(selector).__name__}")
         if not (isinstance(expression, str) and expression.strip() in ("", "*")):
-            raise ConfigError(f"give either a tag expression or selector=, not both ({expression!r} and {selector!r})")
+            raise ConfigError(f"give either a tag expression or selector=, not both "
+                              f"({expression!r} and {selector!r})")
         return selector
     if isinstance(expression, MessageSelector):
         return expression

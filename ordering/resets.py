@@ -57,10 +57,12 @@ class OffsetResets:
         self.group = group
         self._key = keys.offset_reset(group)
         self._channel = keys.membership_channel(group)
-        self._clients = [redis.Redis.from_url(u, socket_timeout=1, socket_connect_timeout=1) for u in redis_urls]
+        self._clients = [redis.Redis.from_url(u, socket_timeout=1, socket_connect_timeout=1)
+                         for u in redis_urls]
 
     def request(self, offsets: Mapping[TP, int]) -> int:
-        """Ask for ``offsets`` (replacing older requests of those partitions); returns the nodes that stored it.
+        """Ask for ``offsets`` (replacing older requests of those partitions); returns the nodes that
+        stored it.
 
         Raises:
             redis.ConnectionError: no node stored it.
@@ -110,7 +112,8 @@ class OffsetResets:
         return found
 
     def done(self, tps: Iterable[TP], offsets: Mapping[TP, int] | None = None) -> None:
-        """Mark requests done on every node; with ``offsets``, only where the request still asks for that offset."""
+        """Mark requests done on every node; with ``offsets``, only where the request still asks for that
+        offset."""
         for tp in tps:
             for client in self._clients:
                 try:

@@ -1,4 +1,5 @@
-"""Which shard runs next, where and when; the poll thread's side of the work (parallel-consumer's work manager).
+"""Which shard runs next, where and when; the poll thread's side of the work (parallel-consumer's work
+manager).
 
 The mode of a consumer is only how its records are sharded (:mod:`~rocketkafka.ordering.partition`'s
 chunkers): concurrent batches run on their own, an orderly partition is one shard, a
@@ -198,8 +199,8 @@ class Scheduler:
             self._pool.submit(lane.run, self.handler, self.post, self._max_continuous_s)
 
     def _feed(self, shard: Shard) -> None:
-        """Top the shard's lane up to :data:`FEED_AHEAD` batches, of those that may start (trimmed to a leaving
-        partition's cut)."""
+        """Top the shard's lane up to :data:`FEED_AHEAD` batches, of those that may start (trimmed to a
+        leaving partition's cut)."""
         lane = shard.lane
         assert lane is not None
         if lane.cancelled:

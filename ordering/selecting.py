@@ -47,7 +47,8 @@ def record_filter(selector: MessageSelector,
     return _sql_filter(selector, on_malformed)
 
 
-def _tag_filter(tags: frozenset[str], on_malformed: Callable[[Any, MalformedRecordError], None]) -> RecordFilter:
+def _tag_filter(tags: frozenset[str],
+                on_malformed: Callable[[Any, MalformedRecordError], None]) -> RecordFilter:
     def selects(record: Any) -> bool:
         for name, value in record.headers() or ():
             if name == _TAGS:
@@ -63,7 +64,8 @@ def _tag_filter(tags: frozenset[str], on_malformed: Callable[[Any, MalformedReco
     return selects
 
 
-def _sql_filter(selector: MessageSelector, on_malformed: Callable[[Any, MalformedRecordError], None]) -> RecordFilter:
+def _sql_filter(selector: MessageSelector,
+                on_malformed: Callable[[Any, MalformedRecordError], None]) -> RecordFilter:
     matches = selector.matches
 
     def selects(record: Any) -> bool:

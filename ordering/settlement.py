@@ -49,7 +49,8 @@ class Shard:
 
 
 def handled(shard: Shard, lane: Lane, message: Handled, post: Post) -> None:
-    """A run's outcome: move the batch's ``index`` (and ``done``, when nothing awaits a future), suspend on a pause."""
+    """A run's outcome: move the batch's ``index`` (and ``done``, when nothing awaits a future), suspend on
+    a pause."""
     run, outcome = message.run, message.outcome
     batch = run.batch
     _returned(batch, run)
@@ -80,7 +81,8 @@ def handled(shard: Shard, lane: Lane, message: Handled, post: Post) -> None:
 
 
 def lane_ended(shard: Shard, lane: Lane) -> None:
-    """The lane's worker stopped: the runs it never took go back to the shard (its next lane takes them again)."""
+    """The lane's worker stopped: the runs it never took go back to the shard (its next lane takes them
+    again)."""
     while True:
         try:
             run = lane.feed.get_nowait()
@@ -93,7 +95,8 @@ def lane_ended(shard: Shard, lane: Lane) -> None:
 
 
 def settle(shard: Shard, rewind_pause_s: float) -> bool:
-    """Finish handed records, in order, as far as their futures resolved; True when the shard must be scheduled."""
+    """Finish handed records, in order, as far as their futures resolved; True when the shard must be
+    scheduled."""
     while shard.unsettled:
         head = shard.unsettled[0]
         future = head.future
@@ -129,13 +132,15 @@ def _finish(batch: Batch, upto: int) -> None:
 
 
 def _rewind(shard: Shard, failed: _Settlement, error: BaseException, pause_s: float) -> None:
-    """A future failed: hand everything unsettled again, after the pause; the running lane's reports are void."""
+    """A future failed: hand everything unsettled again, after the pause; the running lane's reports are
+    void."""
     batch = failed.batch
     work = batch.work
     first = batch.records[batch.done].offset() if batch.done < len(batch.records) else batch.end
     tries, _ = work.failures.get(first, (0, ""))
     work.failures[first] = (tries + 1, f"{type(error).__name__}: {error}")
-    log.warning("delivery of %s@%d failed (%s); the partition rewinds there and retries", work.tp, first, error)
+    log.warning("delivery of %s@%d failed (%s); the partition rewinds there and retries", work.tp, first,
+                error)
     rewound: list[Batch] = []
     for settlement in shard.unsettled:
         if settlement.batch not in rewound:

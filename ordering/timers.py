@@ -28,7 +28,8 @@ class DueTimers:
         name: the thread's name.
     """
 
-    def __init__(self, lock: threading.Lock | threading.RLock, fire: Callable[[Any], None], name: str) -> None:
+    def __init__(self, lock: threading.Lock | threading.RLock, fire: Callable[[Any], None],
+                 name: str) -> None:
         self._wake = threading.Condition(lock)
         self._heap: list[tuple[float, int, Any]] = []
         self._seq = itertools.count()

@@ -1,4 +1,5 @@
-"""Trace events of a consumer (``PushConsumer(trace=True)``): ``DELIVERED`` and ``CONSUMED`` around the listener.
+"""Trace events of a consumer (``PushConsumer(trace=True)``): ``DELIVERED`` and ``CONSUMED`` around the
+listener.
 
 The consumer wraps each subscription's listener when it starts with tracing on, so the
 listener loop itself is the same with tracing on or off: off, nothing here runs. An

@@ -6,7 +6,15 @@
 - :mod:`~rocketkafka.ordering.locks.table`: :class:`LockTable`, lock / renew / unlock / describe;
 """
 
-from rocketkafka.ordering.locks.settings import Held, LockSettings, agree, issue_token, quorum, quorum_ttl, valid_until
+from rocketkafka.ordering.locks.settings import (
+    Held,
+    LockSettings,
+    agree,
+    issue_token,
+    quorum,
+    quorum_ttl,
+    valid_until,
+)
 from rocketkafka.ordering.locks.table import LockTable
 
 __all__ = ["Held", "LockSettings", "LockTable", "agree", "issue_token", "quorum", "quorum_ttl",

@@ -53,8 +53,8 @@ class LockNode:
     def __init__(self, index: int, url: str, timeout_s: float) -> None:
         self.index, self.name = index, redact_url(url)
         try:
-            pool = redis.ConnectionPool.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
-                                                 health_check_interval=0)
+            pool = redis.ConnectionPool.from_url(url, socket_timeout=timeout_s,
+                                                 socket_connect_timeout=timeout_s, health_check_interval=0)
         except ValueError as exc:
             raise ConfigError(f"bad Redis URL {self.name!r}: {redact_url(str(exc))}") from None
         self.connection = pool.connection_class(**pool.connection_kwargs)
@@ -117,10 +117,12 @@ class LockNodes:
         return len(self.nodes)
 
     def round(self, script: str, keys: Sequence[str], args: Sequence[str]) -> list[Any]:
-        """``EVALSHA script`` on every node in parallel; one answer per node, ``None`` where it failed or was late."""
+        """``EVALSHA script`` on every node in parallel; one answer per node, ``None`` where it failed or was
+        late."""
         deadline = time.monotonic() + self.timeout_s
         command = self.nodes[0].connection.pack_command("EVALSHA", SHAS[script], len(keys), *keys, *args)
-        futures: list[Future] = [node.executor.submit(node.call, script, command, deadline) for node in self.nodes]
+        futures: list[Future] = [node.executor.submit(node.call, script, command, deadline)
+                                 for node in self.nodes]
         wait(futures, timeout=max(0.0, deadline - time.monotonic()))
         return [self._answer(node, future, script) for node, future in zip(self.nodes, futures)]
 

@@ -72,8 +72,8 @@ class LockSettings:
                 "a renewal started on time must end before the lock expires at the client")
         if 2 * self.socket_timeout_ms >= self.validity_ms:
             raise ConfigError(
-                f"LockSettings.socket_timeout_ms ({self.socket_timeout_ms}) leaves no room for an acquisition "
-                f"(two rounds) within client_expiry_ms - drift ({self.validity_ms:g})")
+                f"LockSettings.socket_timeout_ms ({self.socket_timeout_ms}) leaves no room for an "
+                f"acquisition (two rounds) within client_expiry_ms - drift ({self.validity_ms:g})")
 
     @property
     def drift_ms(self) -> float:
@@ -207,7 +207,8 @@ def reported_fences(results: Sequence[Any], fresh: Sequence[TP]) -> dict[TP, lis
             continue
         values = result[1].split()
         if len(values) != len(fresh):
-            log.error("a lock script reported %d fences for %d locks; ignoring that node", len(values), len(fresh))
+            log.error("a lock script reported %d fences for %d locks; ignoring that node", len(values),
+                      len(fresh))
             continue
         for tp, value in zip(fresh, values):
             reported[tp].append(int(value))
@@ -235,8 +236,8 @@ def partition_pairs(partitions: Iterable[TP]) -> list[TP]:
             topic, partition = item
         except (TypeError, ValueError):
             raise ValueError(f"expected a (topic, partition) pair, got {item!r}") from None
-        if not isinstance(topic, str) or not topic or isinstance(partition, bool) or not isinstance(partition, int) \
-                or partition < 0:
+        if not isinstance(topic, str) or not topic or isinstance(partition, bool) \
+                or not isinstance(partition, int) or partition < 0:
             raise ValueError(f"expected a (topic: str, partition: int >= 0) pair, got {item!r}")
         out[(topic, partition)] = None
     return list(out)

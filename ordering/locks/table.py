@@ -175,7 +175,8 @@ class LockTable:
             return lease is not None and time.monotonic() < lease.held.valid_until
 
     def valid_until(self, tp: TP) -> float:
-        """Monotonic time until which ``tp`` is ours (0.0 when not held); lock-free, for per-message checks."""
+        """Monotonic time until which ``tp`` is ours (0.0 when not held); lock-free, for per-message
+        checks."""
         lease = self._leases.get(tp)  # one dict read: atomic under the GIL, no need for the state lock
         return lease.held.valid_until if lease is not None else 0.0
 
@@ -251,7 +252,8 @@ class LockTable:
             renewed, lost = self._settle(renewing, votes[:len(renewing)], sent, started, deadline)
 
             candidates = [tp for i, tp in enumerate(fresh) if votes[len(renewing) + i] >= self.quorum]
-            won = self._issue_tokens(attempts, candidates, reported_fences(results, fresh), deadline) if candidates else {}
+            won = self._issue_tokens(attempts, candidates, reported_fences(results, fresh),
+                                     deadline) if candidates else {}
             failed = [attempts[tp] for tp in fresh if tp not in won]
             with self._state:
                 for tp, lease in won.items():
@@ -266,7 +268,8 @@ class LockTable:
                 log.warning("%s lost %d lock(s) of group %s while re-locking: %s",
                             self.owner, len(lost), self.group, sorted(lost))
             with self._state:
-                return {tp: dataclasses.replace(leases[tp].held) for tp in order if tp in won or tp in renewed}
+                return {tp: dataclasses.replace(leases[tp].held)
+                        for tp in order if tp in won or tp in renewed}
 
     def renew_batch(self) -> set[TP]:
         """Renew every held lock in one round per node; returns the locks now lost.
@@ -300,10 +303,12 @@ class LockTable:
                     released = [self._leases.pop(tp) for tp in lost]
                     self.lost_total += len(lost)
                 # which criterion fired, and how late: a stalled caller and a failing quorum read differently
-                late_ms = max(((now - lease.held.valid_until) * 1000 for lease in expired.values()), default=0.0)
-                log.warning("%s lost %d lock(s) of group %s: %s (%d past their client expiry before the round, "
-                            "by up to %.0f ms; %d without a quorum in time, round %.0f ms)", self.owner, len(lost),
-                            self.group, sorted(lost), len(expired), late_ms, len(failed), round_ms)
+                late_ms = max(((now - lease.held.valid_until) * 1000 for lease in expired.values()),
+                              default=0.0)
+                log.warning("%s lost %d lock(s) of group %s: %s (%d past their client expiry before the "
+                            "round, by up to %.0f ms; %d without a quorum in time, round %.0f ms)",
+                            self.owner, len(lost), self.group, sorted(lost), len(expired), late_ms,
+                            len(failed), round_ms)
                 self._release(released)
             return lost
 
@@ -362,7 +367,8 @@ class LockTable:
         self.close()
 
     def __repr__(self) -> str:
-        return f"LockTable(group={self.group!r}, owner={self.owner!r}, nodes={len(self._nodes)}, held={len(self._leases)})"
+        return (f"LockTable(group={self.group!r}, owner={self.owner!r}, nodes={len(self._nodes)}, "
+                f"held={len(self._leases)})")
 
     # -- internals --------------------------------------------------------------------------------
     def _check_open(self) -> None:
@@ -371,7 +377,8 @@ class LockTable:
 
     def _new_lease(self, tp: TP) -> _Lease:
         held = Held(tp[0], tp[1], fencing_token=0, acquired_at=0.0, valid_until=0.0)
-        return _Lease(held, secrets.token_hex(16), self.keys.lock(self.group, *tp), self.keys.fence(self.group, *tp))
+        return _Lease(held, secrets.token_hex(16), self.keys.lock(self.group, *tp),
+                      self.keys.fence(self.group, *tp))
 
     def _issue_tokens(self, attempts: dict[TP, _Lease], candidates: Sequence[TP],
                       reported: dict[TP, list[int]], deadline: float) -> dict[TP, _Lease]:
@@ -424,4 +431,5 @@ class LockTable:
     def _release(self, leases: Sequence[_Lease]) -> None:
         if not leases:
             return
-        self._nodes.round("RELEASE", [lease.lock_key for lease in leases], [self.owner, *(lease.token for lease in leases)])
+        self._nodes.round("RELEASE", [lease.lock_key for lease in leases],
+                          [self.owner, *(lease.token for lease in leases)])
