@@ -10,8 +10,8 @@ writes a batch, a partition or a shard. The only things it writes are its own: a
 ``failure``. The poll thread keeps feeding a lane that is out, so an orderly partition
 or an order key fed without pause never waits for the poll thread between batches.
 
-A lane holds at most :data:`~rocketkafka.ordering.scheduler.FEED_AHEAD` batches at a time, so a
-partition that leaves waits for those only. It ends (:class:`LaneEnded`) when its feed is empty,
+A worker's lane holds at most :data:`~rocketkafka.ordering.scheduler.FEED_AHEAD` batches at a time,
+so a partition that leaves waits for those only. It ends (:class:`LaneEnded`) when its feed is empty,
 after a pause or a partial outcome, when the poll thread cancelled it (a failed settlement
 rewinds the shard), or after ``max_continuous_s`` so other shards get their turn.
 """

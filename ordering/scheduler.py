@@ -61,8 +61,12 @@ SLOW_MEMORY_S = 5.0
 INLINE_STALL_S = 0.02
 #: How soon the poll loop comes back while lanes are out: their outcomes wait in the mailbox until then (s).
 OUT_LANES_WAIT_S = 0.005
-#: Batches a lane holds at a time (the one running and the next): a leaving partition waits for these only.
+#: Batches a worker's lane holds at a time (the one running and the next): a leaving partition waits for
+#: these only.
 FEED_AHEAD = 2
+#: ... and a lane the poll thread runs itself: nothing can leave while it runs, and fewer, longer lanes cost
+#: less. One that goes to a worker after all is trimmed to :data:`FEED_AHEAD` first.
+INLINE_FEED_AHEAD = 16
 
 
 class Scheduler:
@@ -96,8 +100,8 @@ class Scheduler:
         self._on_stall = on_stall
         self._inline: deque[Lane] = deque()  # lanes the poll thread runs at its next tick()
         self._guard = threading.Lock()  # makes "still inside the tick" and "hand polling over" one step
-        self._guarded = -1  # the inline run the poll thread is in (-1: none)
-        self._stalled: set[int] = set()  # inline runs whose thread was replaced as poll thread
+        self._guarded = -1  # the tick whose inline lane the poll thread is in (-1: none)
+        self._stalled: set[int] = set()  # ticks whose thread was replaced as poll thread
         self._runs = itertools.count()
         self._timers = DueTimers(self._guard, self._stall_check, f"rk-timers-{name}") if on_stall else None
 
@@ -191,9 +195,11 @@ class Scheduler:
         lane = shard.lane = Lane(shard, shard.epoch, exact=not shard.unsettled)
         shard.fed = 0
         self._lanes_out += 1
+        inline = self._on_stall is not None and self._per_record_s < INLINE_PER_RECORD_S \
+            and time.monotonic() >= self._slow_until
+        shard.ahead = INLINE_FEED_AHEAD if inline else FEED_AHEAD
         self._feed(shard)
-        if self._on_stall is not None and self._per_record_s < INLINE_PER_RECORD_S \
-                and time.monotonic() >= self._slow_until:
+        if inline:
             self._inline.append(lane)
         else:
             self._pool.submit(lane.run, self.handler, self.post, self._max_continuous_s)
@@ -206,7 +212,7 @@ class Scheduler:
         if lane.cancelled:
             return
         batches = shard.batches
-        ahead = min(len(batches), FEED_AHEAD)
+        ahead = min(len(batches), shard.ahead)
         while shard.fed < ahead:
             batch = batches[shard.fed]
             work = batch.work
@@ -246,14 +252,15 @@ class Scheduler:
         """
         deadline = time.monotonic() + INLINE_BUDGET_S
         inline = self._inline
+        run = next(self._runs)
+        with self._guard:  # one check a tick: past the budget, only a lane that is stuck is still running
+            assert self._timers is not None
+            self._timers.add(time.monotonic() + INLINE_STALL_S, run)
         while inline:
             if time.monotonic() >= deadline or time.monotonic() < self._slow_until:
                 break
             lane = inline.popleft()
-            run = next(self._runs)
             with self._guard:
-                assert self._timers is not None
-                self._timers.add(time.monotonic() + INLINE_STALL_S, run)
                 self._guarded = run
             lane.run(self.handler, self.post, self._max_continuous_s, deadline)
             with self._guard:
@@ -261,13 +268,27 @@ class Scheduler:
                 if run in self._stalled:
                     self._stalled.discard(run)
                     return False
+            self._pump()  # applied at once: the shard's next lane may run in this tick too
         while inline:
-            lane = inline.popleft()
-            self._pool.submit(lane.run, self.handler, self.post, self._max_continuous_s)
+            self._to_workers(inline.popleft())
         return True
 
+    def _to_workers(self, lane: Lane) -> None:
+        """A lane queued for the poll thread goes to a worker, holding no more than :data:`FEED_AHEAD` batches."""
+        shard = lane.shard
+        if shard.fed > FEED_AHEAD:  # nobody reads the feed yet: the runs past FEED_AHEAD go back to the shard
+            runs = [lane.feed.get_nowait() for _ in range(shard.fed)]
+            for run in runs[:FEED_AHEAD]:
+                lane.feed.put(run)
+            for run in runs[FEED_AHEAD:]:
+                settlement.returned(run.batch, run)
+            shard.fed = FEED_AHEAD
+            lane.more = True
+        shard.ahead = FEED_AHEAD
+        self._pool.submit(lane.run, self.handler, self.post, self._max_continuous_s)
+
     def _stall_check(self, run: int) -> None:
-        """The timer thread, holding the guard: is the poll thread still inside inline run ``run``?"""
+        """The timer thread, holding the guard: is the poll thread still inside an inline lane of tick ``run``?"""
         if self._guarded != run or self._on_stall is None:
             return
         self._stalled.add(run)

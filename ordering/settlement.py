@@ -36,13 +36,14 @@ class _Settlement:
 class Shard:
     """Batches that run one after another on one lane at a time (poll thread)."""
 
-    __slots__ = ("key", "batches", "lane", "fed", "due", "unsettled", "epoch")
+    __slots__ = ("key", "batches", "lane", "fed", "ahead", "due", "unsettled", "epoch")
 
     def __init__(self, key: Hashable) -> None:
         self.key = key
         self.batches: deque[Batch] = deque()  # unfinished, in order; the first ``fed`` are in the lane
         self.lane: Lane | None = None
         self.fed = 0
+        self.ahead = 0  # how many batches its lane may hold (the scheduler sets it)
         self.due = 0.0  # suspended until (monotonic s)
         self.unsettled: deque[_Settlement] = deque()
         self.epoch = 0  # raised by a rewind: what a lane begun before it reports is void
@@ -53,7 +54,7 @@ def handled(shard: Shard, lane: Lane, message: Handled, post: Post) -> None:
     a pause."""
     run, outcome = message.run, message.outcome
     batch = run.batch
-    _returned(batch, run)
+    returned(batch, run)
     if lane.epoch != shard.epoch:
         return  # a rewind came after this run began: its records are handed again
     work = batch.work
@@ -88,7 +89,7 @@ def lane_ended(shard: Shard, lane: Lane) -> None:
             run = lane.feed.get_nowait()
         except Empty:
             break
-        _returned(run.batch, run)
+        returned(run.batch, run)
     if shard.lane is lane:
         shard.lane = None
         shard.fed = 0
@@ -111,7 +112,7 @@ def settle(shard: Shard, rewind_pause_s: float) -> bool:
     return not shard.batches and shard.lane is None  # nothing left: the scheduler forgets it
 
 
-def _returned(batch: Batch, run: Any) -> None:
+def returned(batch: Batch, run: Any) -> None:
     """``run`` of ``batch`` is back from its lane (handled, or never taken)."""
     if batch.run is run:
         batch.run = None
