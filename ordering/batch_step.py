@@ -95,7 +95,7 @@ class BatchStep:
         return kafka.get_watermark_offsets(TopicPartition(*tp), timeout=10, cached=False)[1]
 
     def claim(self, context: ClaimContext) -> PartitionWork:
-        return PartitionWork(context, self.work.submit, self.chunker)
+        return PartitionWork(context, self.work.submit, self.chunker, self.work.recall)
 
     def tick(self) -> float | None:
         return self.work.tick()

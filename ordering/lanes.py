@@ -10,10 +10,12 @@ writes a batch, a partition or a shard. The only things it writes are its own: a
 ``failure``. The poll thread keeps feeding a lane that is out, so an orderly partition
 or an order key fed without pause never waits for the poll thread between batches.
 
-A worker's lane holds at most :data:`~rocketkafka.ordering.scheduler.FEED_AHEAD` batches at a time,
-so a partition that leaves waits for those only. It ends (:class:`LaneEnded`) when its feed is empty,
-after a pause or a partial outcome, when the poll thread cancelled it (a failed settlement
-rewinds the shard), or after ``max_continuous_s`` so other shards get their turn.
+A lane holds at most :data:`~rocketkafka.ordering.scheduler.FEED_AHEAD` batches at a time. When a
+partition leaves or is lost, the poll thread takes back the runs no worker has begun
+(:meth:`~rocketkafka.ordering.scheduler.Scheduler.recall`), so it waits only for the run in a handler.
+A lane ends (:class:`LaneEnded`) when its feed is empty, after a pause or a partial outcome,
+when the poll thread cancelled it (a failed settlement rewinds the shard), or after
+``max_continuous_s`` so other shards get their turn.
 """
 
 from __future__ import annotations
@@ -81,10 +83,11 @@ class Run:
     """
 
     __slots__ = ("batch", "records", "start", "stop", "work", "exact", "done", "failure", "valid_until",
-                 "_tries")
+                 "lane", "_tries")
 
-    def __init__(self, batch: Batch, stop: int, tries: Mapping[int, tuple[int, str]]) -> None:
-        self.batch, self.records, self.work = batch, batch.records, batch.work
+    def __init__(self, batch: Batch, stop: int, tries: Mapping[int, tuple[int, str]],
+                 lane: Lane | None = None) -> None:
+        self.batch, self.records, self.work, self.lane = batch, batch.records, batch.work, lane
         self.start, self.stop = batch.index, stop
         self.exact = False
         self.done = batch.done
@@ -192,17 +195,14 @@ class Lane:
                         run = self.feed.get(timeout=LINGER_S)
                     except Empty:
                         return
-                run.exact = exact
-                run.valid_until = run.work.valid_until()
                 began = time.perf_counter()
-                if run.work.revoked:
-                    outcome = Outcome(0)
-                else:
-                    try:
-                        outcome = handler.handle(run)
-                    except BaseException:  # a handler must not kill a worker: pause the shard, log loudly
-                        log.exception("batch handler failed on %r; the shard pauses and retries it", run)
-                        outcome = Outcome(0, None, HANDLER_FAILED_PAUSE_MS)
+                try:
+                    run.exact = exact
+                    run.valid_until = run.work.valid_until()
+                    outcome = Outcome(0) if run.work.revoked else handler.handle(run)
+                except BaseException:  # a handler must not kill a worker: pause the shard, log loudly
+                    log.exception("batch handler failed on %r; the shard pauses and retries it", run)
+                    outcome = Outcome(0, None, HANDLER_FAILED_PAUSE_MS)
                 now = time.monotonic()
                 post(Handled(self, run, outcome, time.perf_counter() - began, now))
                 if outcome.settled is not None:

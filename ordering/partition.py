@@ -12,10 +12,11 @@ handed and post what they did (:mod:`~rocketkafka.ordering.lanes`).
 
 **Leaving without re-delivery.** When the partition leaves gracefully every offset
 below the committed point must be handled and none at or above it. :meth:`PartitionWork.leave`
-draws a *cut* after the last record of every batch handed to a lane and not back yet,
-and after the last record handed of every other batch: records below the cut still run
-(in their order), records at or above it never start, and once everything handed out
-came back and all below the cut are done, the commit point is the cut. One rule serves
+first takes back what no worker has begun, then draws a *cut* after the last record of
+every batch a worker holds, and after the last record handed of every other batch:
+records below the cut still run (in their order), records at or above it never start,
+and once everything handed out came back and all below the cut are done, the commit
+point is the cut. One rule serves
 every mode; a batch handed out is finished (at most ``consume_batch_size`` records), so
 the hot loop checks nothing per record for it, and no lock is needed: dispatch, outcomes
 and the cut all happen on one thread.
@@ -89,13 +90,16 @@ class PartitionWork:
         context: what the engine gave the claim (partition, start offset, lock validity).
         submit: hands a new batch to what runs it (the scheduler's ``submit``).
         chunker: how fetched records become batches (mode: contiguous runs or order keys).
+        recall: takes back the runs no worker has begun, when the partition leaves or is lost (the
+            scheduler's ``recall``).
     """
 
-    def __init__(self, context: ClaimContext, submit: Callable[[Batch], None], chunker: Chunker) -> None:
+    def __init__(self, context: ClaimContext, submit: Callable[[Batch], None], chunker: Chunker,
+                 recall: Callable[[PartitionWork], None] = lambda work: None) -> None:
         self.tp: TP = context.lock
         self.topic, self.partition = self.tp
         self.valid_until = context.valid_until
-        self._submit, self._chunker = submit, chunker
+        self._submit, self._chunker, self._recall = submit, chunker, recall
         self._contiguous = chunker.contiguous
         self.next_offset = context.offsets[self.tp]  # after the last record taken (negative: a logical start)
         self.batches: deque[Batch] = deque()  # unfinished, in order of their first offset
@@ -137,6 +141,7 @@ class PartitionWork:
 
     def leave(self) -> None:
         """Cut after everything handed out (see the module docstring)."""
+        self._recall(self)  # first: what no worker has begun is not handed out
         handed = [h for b in self.batches if (h := _handed_through(b)) is not None]
         point = self.commit_point()
         self.cut = max([*handed, point]) if point >= 0 else (max(handed) if handed else self.next_offset)
@@ -144,6 +149,7 @@ class PartitionWork:
     def revoke(self) -> None:
         self.revoked = True
         self.cut = -1
+        self._recall(self)
 
     def drained(self) -> bool:
         if self.out:

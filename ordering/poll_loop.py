@@ -59,7 +59,13 @@ class PollLoop:
         self._step_wait: float | None = None  # how soon the step wants the loop back (its last tick said)
 
     def take_over(self) -> None:
-        """A fresh thread runs the loop and owns the client and the claims from now on."""
+        """A fresh thread runs the loop and owns the client and the claims from now on.
+
+        Not once the loop is stopping: the thread draining the partitions carries on when its listener
+        returns (two threads would both release and apply outcomes).
+        """
+        if self._stopping.is_set():
+            return
         thread = threading.Thread(target=self.run, name=f"rk-poll-{self._engine.group}", daemon=True)
         self._poller = self._thread = thread
         thread.start()

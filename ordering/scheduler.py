@@ -44,7 +44,7 @@ from typing import Any
 
 from rocketkafka.ordering import settlement
 from rocketkafka.ordering.lanes import BatchHandler, Handled, Lane, LaneEnded, Run, Settled
-from rocketkafka.ordering.partition import Batch
+from rocketkafka.ordering.partition import Batch, PartitionWork
 from rocketkafka.ordering.settlement import Shard
 from rocketkafka.ordering.timers import DueTimers
 
@@ -61,12 +61,9 @@ SLOW_MEMORY_S = 5.0
 INLINE_STALL_S = 0.02
 #: How soon the poll loop comes back while lanes are out: their outcomes wait in the mailbox until then (s).
 OUT_LANES_WAIT_S = 0.005
-#: Batches a worker's lane holds at a time (the one running and the next): a leaving partition waits for
-#: these only.
-FEED_AHEAD = 2
-#: ... and a lane the poll thread runs itself: nothing can leave while it runs, and fewer, longer lanes cost
-#: less. One that goes to a worker after all is trimmed to :data:`FEED_AHEAD` first.
-INLINE_FEED_AHEAD = 16
+#: Batches a lane holds at a time: enough that a worker seldom waits for the poll thread between batches
+#: (a leaving partition takes back those no worker has begun, :meth:`Scheduler.recall`).
+FEED_AHEAD = 16
 
 
 class Scheduler:
@@ -125,6 +122,25 @@ class Scheduler:
         else:
             self._schedule(shard)
 
+    def recall(self, work: PartitionWork) -> None:
+        """Take back the runs of ``work`` that no worker has begun (the partition leaves or was lost).
+
+        A worker takes runs from its feed one at a time; whatever is still in the feed is the poll
+        thread's to take (``get_nowait``: each run goes to exactly one of them). What a worker holds
+        comes back with its outcome.
+        """
+        lanes = {id(b.run.lane): b.run.lane for b in work.batches if b.run is not None and b.run.lane is not None}
+        for lane in lanes.values():
+            shard = lane.shard
+            while True:
+                try:
+                    run = lane.feed.get_nowait()
+                except Empty:
+                    break
+                settlement.returned(run.batch, run)
+                shard.fed -= 1
+            lane.more = False
+
     def tick(self) -> float | None:
         """Once per poll loop: apply the mailbox, start what is due, run the poll thread's lanes.
 
@@ -165,8 +181,8 @@ class Scheduler:
                 lane = message.lane
                 settlement.handled(lane.shard, lane, message, self.post)
                 self._measure(message.seconds, message.outcome.handled)
-                if lane.shard.lane is lane:
-                    self._feed(lane.shard)
+                if lane.shard.lane is lane and message.outcome.pause_ms is None:
+                    self._feed(lane.shard)  # top it up (a paused lane ends: it gets no more)
             elif type(message) is LaneEnded:
                 lane = message.lane
                 self._lanes_out -= 1
@@ -197,7 +213,6 @@ class Scheduler:
         self._lanes_out += 1
         inline = self._on_stall is not None and self._per_record_s < INLINE_PER_RECORD_S \
             and time.monotonic() >= self._slow_until
-        shard.ahead = INLINE_FEED_AHEAD if inline else FEED_AHEAD
         self._feed(shard)
         if inline:
             self._inline.append(lane)
@@ -212,7 +227,7 @@ class Scheduler:
         if lane.cancelled:
             return
         batches = shard.batches
-        ahead = min(len(batches), shard.ahead)
+        ahead = min(len(batches), FEED_AHEAD)
         while shard.fed < ahead:
             batch = batches[shard.fed]
             work = batch.work
@@ -220,7 +235,7 @@ class Scheduler:
             if stop is None:
                 lane.more = False
                 return  # at or after the cut: this batch and the ones behind it never start
-            run = Run(batch, stop, dict(work.failures) if work.failures else {})
+            run = Run(batch, stop, dict(work.failures) if work.failures else {}, lane)
             batch.run = run
             work.out += 1
             shard.fed += 1
@@ -264,28 +279,14 @@ class Scheduler:
                 self._guarded = run
             lane.run(self.handler, self.post, self._max_continuous_s, deadline)
             with self._guard:
-                self._guarded = -1
-                if run in self._stalled:
+                if run in self._stalled:  # handed over: even the guard is the new poll thread's now
                     self._stalled.discard(run)
                     return False
+                self._guarded = -1
             self._pump()  # applied at once: the shard's next lane may run in this tick too
         while inline:
-            self._to_workers(inline.popleft())
+            self._pool.submit(inline.popleft().run, self.handler, self.post, self._max_continuous_s)
         return True
-
-    def _to_workers(self, lane: Lane) -> None:
-        """A lane queued for the poll thread goes to a worker, holding no more than :data:`FEED_AHEAD` batches."""
-        shard = lane.shard
-        if shard.fed > FEED_AHEAD:  # nobody reads the feed yet: the runs past FEED_AHEAD go back to the shard
-            runs = [lane.feed.get_nowait() for _ in range(shard.fed)]
-            for run in runs[:FEED_AHEAD]:
-                lane.feed.put(run)
-            for run in runs[FEED_AHEAD:]:
-                settlement.returned(run.batch, run)
-            shard.fed = FEED_AHEAD
-            lane.more = True
-        shard.ahead = FEED_AHEAD
-        self._pool.submit(lane.run, self.handler, self.post, self._max_continuous_s)
 
     def _stall_check(self, run: int) -> None:
         """The timer thread, holding the guard: is the poll thread still inside an inline lane of tick ``run``?"""

@@ -15,6 +15,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Hashable
+from concurrent.futures import CancelledError, Future
 from queue import Empty
 from typing import Any
 
@@ -36,14 +37,13 @@ class _Settlement:
 class Shard:
     """Batches that run one after another on one lane at a time (poll thread)."""
 
-    __slots__ = ("key", "batches", "lane", "fed", "ahead", "due", "unsettled", "epoch")
+    __slots__ = ("key", "batches", "lane", "fed", "due", "unsettled", "epoch")
 
     def __init__(self, key: Hashable) -> None:
         self.key = key
         self.batches: deque[Batch] = deque()  # unfinished, in order; the first ``fed`` are in the lane
         self.lane: Lane | None = None
         self.fed = 0
-        self.ahead = 0  # how many batches its lane may hold (the scheduler sets it)
         self.due = 0.0  # suspended until (monotonic s)
         self.unsettled: deque[_Settlement] = deque()
         self.epoch = 0  # raised by a rewind: what a lane begun before it reports is void
@@ -68,15 +68,25 @@ def handled(shard: Shard, lane: Lane, message: Handled, post: Post) -> None:
         if outcome.settled is None and not shard.unsettled:
             _finish(batch, batch.index)
         else:
-            shard.unsettled.append(_Settlement(batch, batch.index, outcome.settled))
+            settlement = _Settlement(batch, batch.index, outcome.settled)
+            shard.unsettled.append(settlement)
             if outcome.settled is not None:
-                outcome.settled.add_done_callback(lambda _f, shard=shard: post(Settled(shard)))
-    if batch.index >= len(batch.records):
+                try:
+                    outcome.settled.add_done_callback(lambda _f, shard=shard: post(Settled(shard)))
+                except Exception as exc:  # a listener's odd future: its records are handed again
+                    settlement.future = _failed(exc)
+                    post(Settled(shard))
+    # all of it handed, or all up to a leaving partition's cut (nothing after that ever starts): it leaves the
+    # shard's queue, and waits for its futures, if any, in ``unsettled``
+    if batch.index >= len(batch.records) or (run.stop < len(batch.records) and batch.index >= run.stop):
         if shard.batches and shard.batches[0] is batch:
             shard.batches.popleft()
             shard.fed -= 1
-        elif batch in shard.batches:
-            shard.batches.remove(batch)
+        elif batch in shard.batches:  # not at the front: no run of this epoch got here before it
+            place = shard.batches.index(batch)
+            del shard.batches[place]
+            if place < shard.fed:
+                shard.fed -= 1
     if outcome.pause_ms is not None:
         shard.due = message.at + outcome.pause_ms / 1000
 
@@ -102,14 +112,36 @@ def settle(shard: Shard, rewind_pause_s: float) -> bool:
         head = shard.unsettled[0]
         future = head.future
         if future is not None:
-            if not future.done():
-                return False
-            if future.exception() is not None:
-                _rewind(shard, head, future.exception(), rewind_pause_s)
+            try:
+                if not future.done():
+                    return False
+            except Exception as exc:  # a listener's odd future: its records are handed again
+                future = head.future = _failed(exc)
+            error = _failure_of(future)
+            if error is not None:
+                _rewind(shard, head, error, rewind_pause_s)
                 return True
         shard.unsettled.popleft()
         _finish(head.batch, head.upto)
     return not shard.batches and shard.lane is None  # nothing left: the scheduler forgets it
+
+
+def _failure_of(future: Any) -> BaseException | None:
+    """Why a done future failed (cancelled counts), or ``None``; a future that cannot say counts as failed
+    rather than taking the poll thread down."""
+    try:
+        return CancelledError() if future.cancelled() else future.exception()
+    except BaseException as exc:  # a listener's odd future: its records are handed again
+        return exc
+
+
+def _failed(error: BaseException) -> Future[None]:
+    """A failed future in place of a listener's future that did not behave as one."""
+    log.error("a listener returned a future that does not behave as one (%s); its records are handed again",
+              error)
+    failed: Future[None] = Future()
+    failed.set_exception(error)
+    return failed
 
 
 def returned(batch: Batch, run: Any) -> None:

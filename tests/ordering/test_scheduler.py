@@ -110,3 +110,30 @@ def test_a_rewind_while_the_handler_runs_voids_its_outcome(managers):
     _until(manager, lambda: work.commit_point() == 5)
     assert handler.offered[:3] == [0, 2, 0]  # the voided run's record 2 is not counted as handled
     assert batch.done == batch.index == 5
+
+
+def test_a_cancelled_future_rewinds_like_a_failed_one(managers):
+    cancelled: Future = Future()
+    handler = Scripted(Outcome(2, cancelled))
+    manager, work, batch = _setup(handler)
+    managers.append(manager)
+    _until(manager, lambda: batch.index == 5)
+    assert cancelled.cancel()
+    _until(manager, lambda: work.commit_point() == 5)  # the poll thread survived it and handed 0, 1 again
+    assert handler.offered[:3] == [0, 2, 0]
+
+
+def test_leaving_takes_back_what_no_worker_has_begun(managers):
+    gate = threading.Event()
+    handler = Scripted(gate=gate, gated_call=0)
+    manager = Scheduler(handler, threads=2, max_continuous_ms=1000, rewind_pause_ms=20, name="test")
+    managers.append(manager)
+    context = ClaimContext(("t", 0), (("t", 0),), 1, {("t", 0): 0}, lambda: float("inf"), lambda tp, o: None)
+    work = PartitionWork(context, manager.submit, Serial(2), manager.recall)
+    work.take(("t", 0), [Rec(o) for o in range(10)])  # five batches, fed to one lane; the first is in the handler
+    _until(manager, lambda: handler.offered == [0])
+    work.leave()
+    assert work.cut == 2  # after the batch in the handler only: the four behind it went back
+    gate.set()
+    _until(manager, lambda: work.drained())
+    assert handler.offered == [0] and work.commit_point() == 2
