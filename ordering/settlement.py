@@ -130,7 +130,8 @@ def _failure_of(future: Any) -> BaseException | None:
     """Why a done future failed (cancelled counts), or ``None``; a future that cannot say counts as failed
     rather than taking the poll thread down."""
     try:
-        return CancelledError() if future.cancelled() else future.exception()
+        cancelled = getattr(future, "cancelled", None)  # our delivery acks are never cancelled: they have none
+        return CancelledError() if cancelled is not None and cancelled() else future.exception()
     except BaseException as exc:  # a listener's odd future: its records are handed again
         return exc
 
