@@ -11,7 +11,7 @@ record is
 - not past its hop: the partition pauses until it is (no polling, no thread per record).
 
 Produces are asynchronous: a batch's :class:`~rocketkafka.deliveries.BatchAck` is the
-work manager's settlement, so the commit point passes a record only once its delivery
+scheduler's settlement (:mod:`~rocketkafka.ordering.settlement`), so the commit point passes a record only once its delivery
 is acknowledged -- a crash re-forwards at most the unacknowledged tail (duplicates,
 never loss, never early: the due time is checked again). A record that cannot be
 forwarded (missing or garbled delay headers, an unknown real topic or partition) goes

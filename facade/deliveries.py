@@ -1,9 +1,9 @@
-"""Delivery reports as futures: what a step hands the work manager when its records are durable only later.
+"""Delivery reports as futures: what a handler hands the scheduler when its records are durable only later.
 
 :class:`Ack` is one delivery (or anything that resolves once), :class:`BatchAck` many:
 it resolves when it is closed and every delivery it tracked is in, failing with the
-first error. They behave as :class:`concurrent.futures.Future` where the work manager
-looks (``done``, ``exception``, ``add_done_callback``, ``result``) and cost less: a
+first error. They behave as :class:`concurrent.futures.Future` where the settlement
+looks (``done``, ``exception``, ``add_done_callback``, ``result``; never cancelled) and cost less: a
 forwarder makes one per batch of produces on its hot path.
 
 >>> ack = BatchAck(); done = ack.track(); ack = ack.close(); done(None, None); ack.done()

@@ -1,7 +1,8 @@
 """One daemon thread that fires items once their due time (monotonic seconds) has passed.
 
-Suspended partitions and keys wait here, and the delay forwarder's held records: one
-heap for all, no thread sleeping per item and no polling. ``fire`` runs holding the
+The delay forwarder's held records wait here, and the scheduler's stall checks of the
+poll thread (suspended shards wait on the poll thread's own heap): one heap for all, no
+thread sleeping per item and no polling. ``fire`` runs holding the
 owner's lock (given at construction), and callers of :meth:`DueTimers.add` and
 :meth:`DueTimers.close` hold it too, so a timer sees the same state as the code that
 scheduled it. The owner joins the thread once it released the lock: the thread holds
