@@ -6,7 +6,7 @@ that keep it. A commit that failed is forgotten, so the next interval sends it a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from confluent_kafka import TopicPartition
@@ -36,18 +36,26 @@ def fenced(tp: TP, offset: int, fencing_token: int | None) -> TopicPartition:
     return TopicPartition(*tp, offset, metadata=f"{Header.FENCING_TOKEN}={fencing_token}")
 
 
-def forget(by_tp: Mapping[TP, OwnedLock], partitions: Sequence[TopicPartition]) -> None:
-    """Commits that failed: no longer counted as Kafka's, so they are sent again."""
-    for tp in partitions:
-        owned = by_tp.get((tp.topic, tp.partition))
-        if owned is not None:
-            owned.committed.pop((tp.topic, tp.partition), None)
+def forget(owned: Iterable[OwnedLock], partitions: Sequence[TopicPartition]) -> None:
+    """Commits that failed: no longer counted as Kafka's, so they are sent again (``owned``: held and
+    leaving locks alike -- a leaving lock's last commit must not count a failed one as done)."""
+    failed = {(tp.topic, tp.partition) for tp in partitions}
+    for o in owned:
+        for tp in failed.intersection(o.partitions):
+            o.committed.pop(tp, None)
 
 
-def commit_offsets(kafka: Any, offsets: list[TopicPartition], asynchronous: bool) -> None:
-    """``kafka.commit(offsets=..., asynchronous=...)``: a literal each, as the stubs overload commit()
-    on it."""
+def commit_offsets(kafka: Any, offsets: list[TopicPartition], asynchronous: bool) -> list[TopicPartition]:
+    """``kafka.commit(offsets=..., asynchronous=...)`` (a literal each, as the stubs overload commit() on it).
+
+    Returns the partitions a synchronous commit was refused for, each with its error (the request
+    succeeds while single partitions fail); an asynchronous commit's answer comes to ``on_commit``.
+
+    Raises:
+        KafkaException: the request as a whole failed.
+    """
     if asynchronous:
         kafka.commit(offsets=offsets, asynchronous=True)
-    else:
-        kafka.commit(offsets=offsets, asynchronous=False)
+        return []
+    answer = kafka.commit(offsets=offsets, asynchronous=False)
+    return [tp for tp in answer or () if tp.error is not None]

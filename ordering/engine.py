@@ -408,18 +408,28 @@ class OwnershipEngine:
         holdings.release_all(self, timeout)
 
     # -- commits -----------------------------------------------------------------------
-    def commit(self, owned: Iterable[OwnedLock], asynchronous: bool) -> None:
-        """Commit what each claim says is done, while (and only while) its lock is held."""
+    def commit(self, owned: Iterable[OwnedLock], asynchronous: bool) -> bool:
+        """Commit what each claim says is done, while (and only while) its lock is held.
+
+        Returns ``False`` when a synchronous commit failed: what it sent is sent again later.
+        """
+        owned = list(owned)
         locks = self._locks
         offsets = due_offsets(owned, locks.is_held if locks is not None else lambda lock: True)
         if not offsets:
-            return
+            return True
         self.commits += 1
+        reason: object = None
         try:
-            commit_offsets(self.kafka, offsets, asynchronous)
-        except KafkaException as exc:  # sent again at the next interval
-            log.warning("%s: commit failed (%s); retrying", self.name, exc)
-            forget(self._by_tp, offsets)
+            refused = commit_offsets(self.kafka, offsets, asynchronous)
+        except KafkaException as exc:
+            refused, reason = offsets, exc
+        else:
+            reason = refused[0].error if refused else None
+        if refused:
+            log.warning("%s: commit of %d partition(s) failed (%s); retrying", self.name, len(refused), reason)
+            forget(owned, refused)
+        return not refused
 
     def on_commit(self, err: Any, partitions: list[TopicPartition]) -> None:
         """Commit results (served on the poll thread): a failed commit is sent again at the next interval."""
@@ -427,4 +437,4 @@ class OwnershipEngine:
         if failed:
             log.warning("%s: commit of %d partition(s) failed (%s); retrying", self.name, len(failed),
                         err or failed[0].error)
-            forget(self._by_tp, failed)
+            forget([*self._owned.values(), *self._leaving.values()], failed)

@@ -31,6 +31,9 @@ from rocketkafka.topic_partition import TP
 
 log = logging.getLogger(__name__)
 
+#: Seconds between tries of a leaving lock's last commit while the broker refuses it.
+LAST_COMMIT_RETRY_S = 0.5
+
 
 class Holder(Protocol):
     """The engine as taking and letting go see it: its partition table, lock table and client."""
@@ -50,7 +53,7 @@ class Holder(Protocol):
     @property
     def kafka(self) -> Consumer: ...
 
-    def commit(self, owned: Iterable[OwnedLock], asynchronous: bool) -> None: ...
+    def commit(self, owned: Iterable[OwnedLock], asynchronous: bool) -> bool: ...
 
     def _commit_soon(self) -> None: ...
 
@@ -124,7 +127,13 @@ def finish_releases(engine: Holder) -> None:
             if commit_reset(engine.kafka, owned, engine._resets, engine._locks, engine.name):
                 engine._rebalance_now.set()  # take it back now, from the new committed offset
         elif not owned.revoked:
-            engine.commit([owned], asynchronous=False)
+            if time.monotonic() < owned.commit_again_at:
+                continue
+            if not engine.commit([owned], asynchronous=False):
+                # unlocked now, the next owner would start before what was handled here: the lock stays
+                # held (and renewed) until the commit lands, or is lost (then nothing is committed)
+                owned.commit_again_at = time.monotonic() + LAST_COMMIT_RETRY_S
+                continue
             if engine._locks is not None:
                 engine._locks.unlock_batch([lock])
         del engine._leaving[lock]

@@ -23,6 +23,7 @@ class OwnedLock:
     revoked: bool = False  # lost: never commit, unlock nothing (it is not ours)
     paused: set[TP] = field(default_factory=set)  # paused by flow control (never a user's own pause)
     # where fetching goes on: after the last record routed
+    commit_again_at: float = 0.0  # leaving: when to retry a last commit that failed (monotonic s)
     fetch_from: dict[TP, int] = field(default_factory=dict)
 
 

@@ -44,12 +44,14 @@ class HistoryReport:
     lost_count: int = 0
     duplicates: dict[str, int] = field(default_factory=dict)
     duplicate_count: int = 0
+    #: ids the log holds at more than one offset (the producer wrote them twice), among the duplicates
+    written_twice: int = 0
     reorders: list[str] = field(default_factory=list)
     overlaps: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         return (f"expected={self.expected} seen={self.seen_unique} calls={self.calls} lost={self.lost_count} "
-                f"duplicates={self.duplicate_count} reorders={len(self.reorders)} overlaps={len(self.overlaps)}")
+                f"duplicates={self.duplicate_count} (written twice: {self.written_twice}) reorders={len(self.reorders)} overlaps={len(self.overlaps)}")
 
 
 class History:
@@ -118,12 +120,21 @@ def check(calls: list[HandlerCall], expected_ids: Iterable[str], order_by: str |
     dups = {m: n for m, n in counts.items() if n > 1}
     report = HistoryReport(expected=len(expected), seen_unique=len(counts.keys() & expected), calls=len(calls),
                            lost=lost[:20], lost_count=len(lost), duplicates=dict(list(dups.items())[:20]),
-                           duplicate_count=sum(n - 1 for n in dups.values()))
+                           duplicate_count=sum(n - 1 for n in dups.values()),
+                           written_twice=_written_twice(c for c in calls if c.msg_id in dups))
     if order_by:
         report.reorders = _reorders(calls, order_by)
     if serial_by:
         report.overlaps = _overlaps(calls, serial_by)
     return report
+
+
+def _written_twice(calls: Iterable[HandlerCall]) -> int:
+    """How many ids were handled at more than one offset: duplicates in the log, not re-deliveries."""
+    places: dict[str, set[tuple[str, int, int]]] = defaultdict(set)
+    for c in calls:
+        places[c.msg_id].add((c.topic, c.partition, c.offset))
+    return sum(1 for where in places.values() if len(where) > 1)
 
 
 def _unit(call: HandlerCall, by: str) -> tuple:

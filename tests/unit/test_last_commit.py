@@ -1,0 +1,100 @@
+"""A leaving lock is unlocked only after its last commit landed: the next owner starts after what was handled.
+
+CI on Apache Kafka: a commit refused while the group coordinator moved (NOT_COORDINATOR) was logged
+as "retrying", yet the lock was given back at once; the next owner re-read 128 handled messages.
+"""
+
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+
+from confluent_kafka import KafkaError, TopicPartition
+
+from rocketkafka.ordering import holdings
+from rocketkafka.ordering.commits import commit_offsets, forget
+from rocketkafka.ordering.owned import OwnedLock
+
+TP0 = ("t", 0)
+
+
+class DrainedClaim:
+    def __init__(self, position: int) -> None:
+        self.position = position
+
+    def drained(self) -> bool:
+        return True
+
+    def positions(self):
+        return {TP0: self.position}
+
+    def finished(self) -> int:
+        return 0
+
+
+class Locks:
+    def __init__(self) -> None:
+        self.unlocked: list = []
+
+    def unlock_batch(self, locks) -> None:
+        self.unlocked.extend(locks)
+
+    def is_held(self, lock) -> bool:
+        return True
+
+
+class Engine(SimpleNamespace):
+    """The engine as finish_releases sees it; its commit fails ``refusals`` times, then lands."""
+
+    def commit(self, owned, asynchronous):
+        assert not asynchronous
+        self.tries += 1
+        return self.tries > self.refusals
+
+
+def leaving_engine(refusals: int) -> tuple[Engine, OwnedLock]:
+    owned = OwnedLock(TP0, DrainedClaim(42), (TP0,), 7, leaving=True)  # type: ignore[arg-type]
+    engine = Engine(name="e", _leaving={TP0: owned}, _locks=Locks(), _resets=None, metrics=None,
+                    _rebalance_now=threading.Event(), tries=0, refusals=refusals)
+    return engine, owned
+
+
+def test_a_refused_last_commit_keeps_the_lock_until_it_lands():
+    engine, owned = leaving_engine(refusals=1)
+    holdings.finish_releases(engine)  # type: ignore[arg-type]
+    assert engine._leaving == {TP0: owned} and engine._locks.unlocked == []
+    holdings.finish_releases(engine)  # type: ignore[arg-type]
+    assert engine.tries == 1, "tried again only after a pause"
+    owned.commit_again_at = 0.0
+    holdings.finish_releases(engine)  # type: ignore[arg-type]
+    assert engine.tries == 2 and engine._leaving == {} and engine._locks.unlocked == [TP0]
+
+
+def test_a_lock_lost_while_its_last_commit_is_refused_is_forgotten_without_commit_or_unlock():
+    engine, owned = leaving_engine(refusals=5)
+    holdings.finish_releases(engine)  # type: ignore[arg-type]
+    owned.revoked = True  # the lease ran out meanwhile: the next owner decides
+    holdings.finish_releases(engine)  # type: ignore[arg-type]
+    assert engine.tries == 1 and engine._leaving == {} and engine._locks.unlocked == []
+
+
+def test_a_failed_commit_of_a_leaving_lock_is_forgotten_so_its_last_commit_sends_it_again():
+    owned = OwnedLock(TP0, DrainedClaim(42), (TP0,), 7, committed={TP0: 42}, leaving=True)  # type: ignore[arg-type]
+    forget([owned], [TopicPartition("t", 0, 42)])
+    assert owned.committed == {}
+
+
+class Kafka:
+    def __init__(self, answer) -> None:
+        self.answer = answer
+
+    def commit(self, offsets, asynchronous):
+        return self.answer
+
+
+def test_a_synchronous_commit_returns_the_partitions_it_was_refused_for():
+    landed = SimpleNamespace(topic="t", partition=0, offset=3, error=None)
+    refused = SimpleNamespace(topic="t", partition=1, offset=5, error=KafkaError(KafkaError.NOT_COORDINATOR))
+    offsets = [TopicPartition("t", 0, 3), TopicPartition("t", 1, 5)]
+    assert commit_offsets(Kafka([landed, refused]), offsets, asynchronous=False) == [refused]
+    assert commit_offsets(Kafka(None), offsets, asynchronous=True) == []  # its answer goes to on_commit
