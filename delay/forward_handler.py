@@ -86,11 +86,20 @@ class ForwardHandler:
 
     def handle(self, run: Run) -> Outcome:
         """The scheduler's BatchHandler: forward ``run``'s records (see the module docstring)."""
-        records, start, end = run.records, run.start, run.stop
+        return self.forward(run, self._kafka, run.start, self._dead_letter, holds=True)
+
+    def forward(self, run: Run, kafka: Any, start: int, dead_letter: Callable[[Any, str], None],
+                holds: bool) -> Outcome:
+        """Forward ``run.records[start:run.stop]`` through ``kafka``; records that cannot be forwarded go to
+        ``dead_letter``. Without ``holds`` a record due within ``hold_ms`` is waited for, not held: a
+        held record is written later by the hold timer, outside whatever the caller commits with the run.
+        The outcome's ``handled`` counts from ``start``.
+        """
+        records, end = run.records, run.stop
         tier = self.tiers.by_topic[run.work.topic]
         ack = BatchAck()
         on_delivery = ack.track_many()
-        kafka, partitions, fields = self._kafka, self._partitions, self._fields
+        partitions, fields = self._partitions, self._fields
         lateness: list[int] = []  # of the records delivered here; into the metrics once per batch
         now = now_ms()
         try:
@@ -104,7 +113,7 @@ class ForwardHandler:
                 try:
                     due, real_topic, real_partition, kept = fields(headers, now)
                 except DelayRecordError as exc:
-                    self._dead_letter(record, str(exc))
+                    dead_letter(record, str(exc))
                     continue
                 known = partitions.get(real_topic)
                 if due <= now and known is not None and real_partition < known:  # the common case: due, deliver
@@ -114,10 +123,11 @@ class ForwardHandler:
                                       headers=kept, on_delivery=on_delivery)
                     except BufferError:  # the producer's queue is full: wait for room
                         on_delivery.cancel()
-                        self._send(real_topic, real_partition, record.key(), record.value(), kept, ack.track())
+                        _send(kafka, real_topic, real_partition, record.key(), record.value(), kept, ack.track())
                     lateness.append(now - due)
                     continue
-                pause_ms = self._not_plain(tier, record, due, real_topic, real_partition, headers, kept, ack, lateness)
+                pause_ms = self._not_plain(kafka, tier, record, due, real_topic, real_partition, headers, kept, ack,
+                                           lateness, dead_letter, holds)
                 if pause_ms is not None:
                     return Outcome(i - start, ack.close(), pause_ms)
             return Outcome(end - start, ack.close())
@@ -125,9 +135,9 @@ class ForwardHandler:
             if lateness:
                 self.metrics.on_forward_many(lateness)
 
-    def _not_plain(self, tier: Tier, record: Any, due: int, real_topic: str, real_partition: int,
+    def _not_plain(self, kafka: Any, tier: Tier, record: Any, due: int, real_topic: str, real_partition: int,
                    headers: list[tuple[str, bytes | None]], kept: list[tuple[str, bytes | None]], ack: BatchAck,
-                   lateness: list[int]) -> int | None:
+                   lateness: list[int], dead_letter: Callable[[Any, str], None], holds: bool) -> int | None:
         """A record that is not yet due or whose destination is not known yet: hop, hold, deliver or
         dead-letter it; returns the pause (ms) when the partition must wait for it."""
         now = now_ms()
@@ -135,23 +145,25 @@ class ForwardHandler:
             self.tiers.decide(tier, record.timestamp()[1], due, now)
         if isinstance(action, Wait):
             return action.ms
+        if isinstance(action, Hold) and not holds:
+            return max(1, due - now)
         if isinstance(action, Hop):
             target = action.tier.topic
             partition = self.tiers.partition_for(real_topic, real_partition, self._partitions[target])
-            self._send(target, partition, record.key(), record.value(), headers, ack.track())
+            _send(kafka, target, partition, record.key(), record.value(), headers, ack.track())
             self.metrics.on_reroute()
             return None
         known = self._partitions.get(real_topic)
         if known is None or real_partition >= known:
             reason = self._check_destination(real_topic, real_partition)
             if reason is not None:
-                self._dead_letter(record, reason)
+                dead_letter(record, reason)
                 return None
         if isinstance(action, Hold):
             ack.follow(self.holds.add(due, partial(self._deliver, real_topic, real_partition, record.key(),
                                                    record.value(), kept, due)))
             return None
-        self._send(real_topic, real_partition, record.key(), record.value(), kept, ack.track())
+        _send(kafka, real_topic, real_partition, record.key(), record.value(), kept, ack.track())
         lateness.append(now - due)
         return None
 
@@ -212,23 +224,24 @@ class ForwardHandler:
             return f"real partition {partition} does not exist in {topic!r} ({partitions} partitions)"
         return None
 
-    def _send(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
-              headers: list[tuple[str, bytes | None]], on_delivery: Callable[[Any, Any], None]) -> None:
-        kafka = self._kafka
-        while True:
-            try:
-                kafka.produce(topic, value, key, partition=partition, headers=headers, on_delivery=on_delivery)
-                return
-            except BufferError:
-                kafka.poll(0.01)
-
     def _deliver(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
                  headers: list[tuple[str, bytes | None]], due: int) -> Ack:
         """A held record's delivery, at its due time (the hold timer's thread)."""
         ack = BatchAck()
-        self._send(topic, partition, key, value, headers, ack.track())
+        _send(self._kafka, topic, partition, key, value, headers, ack.track())
         self.metrics.on_forward(now_ms() - due)
         return ack.close() or ack
+
+
+def _send(kafka: Any, topic: str, partition: int, key: bytes | None, value: bytes | None,
+          headers: list[tuple[str, bytes | None]], on_delivery: Callable[[Any, Any], None]) -> None:
+    """Produce, waiting for room while the producer's queue is full."""
+    while True:
+        try:
+            kafka.produce(topic, value, key, partition=partition, headers=headers, on_delivery=on_delivery)
+            return
+        except BufferError:
+            kafka.poll(0.01)
 
 
 def _scattered_fields(headers: list[tuple[str, bytes | None]]) -> tuple[Any, Any, Any, list[Any]]:

@@ -15,26 +15,32 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from pydantic import ValidationError
 
 from rocketkafka.admin import TopicAdmin
 from rocketkafka.config import Settings
+from rocketkafka.delay.exactly_once import TransactionalForwarding, write_record
 from rocketkafka.delay.forward_handler import ForwardHandler, log_dead_letter
 from rocketkafka.delay.metrics import ForwarderMetrics
 from rocketkafka.delay.tracing import TracedProducer
 from rocketkafka.errors import ConfigError, MalformedRecordError, StateError
+from rocketkafka.exactly_once import require_exactly_once
 from rocketkafka.message import ConsumeFromWhere, MessageExt
 from rocketkafka.names import check_group_name
 from rocketkafka.ordering.batch_step import batch_step
 from rocketkafka.ordering.engine import OwnershipEngine
+from rocketkafka.ordering.lanes import BatchHandler
 from rocketkafka.ordering.lifecycle import EngineStatus, State
 from rocketkafka.ordering.failures import WriteUntilDurable
 from rocketkafka.ordering.metrics import ConsumerMetrics
 from rocketkafka.ordering.options import ConsumerOptions
 from rocketkafka.ordering.partition import Serial
 from rocketkafka.ordering.presence import DELAY_FORWARDER, Announcer, Presence
+from rocketkafka.ordering.transactions import PartitionTransactions
 from rocketkafka.retry import Reconsumer
 from rocketkafka.schedule.tiers import Tiers
 from rocketkafka.sender import Sender
@@ -85,6 +91,10 @@ class DelayForwarder(EngineStatus):
         metrics_port: serve Prometheus metrics on this port (``0``: a free one, then in ``metrics.port``).
         trace: write a ``FORWARDED`` (or ``HOPPED``) trace event per record moved (:mod:`rocketkafka.trace`);
             off, the forwarding loop has no tracing work.
+        exactly_once: forward each run of a delay partition, and commit its offset, in one Kafka transaction
+            (:mod:`~rocketkafka.delay.exactly_once`): a read_committed reader of the real topics sees every
+            message once, even after a SIGKILL. ``start()`` refuses it on a broker whose read_committed
+            readers see aborted records (Tansu).
 
     Raises:
         ConfigError: an option or the metrics port is invalid (checked here, before anything starts).
@@ -93,7 +103,7 @@ class DelayForwarder(EngineStatus):
     def __init__(self, settings: Settings, *, group: str = DEFAULT_GROUP,
                  consumer_options: dict[str, Any] | None = None, consumer_config: dict[str, Any] | None = None,
                  producer_config: dict[str, Any] | None = None, metrics_port: int | None = None,
-                 trace: bool = False) -> None:
+                 trace: bool = False, exactly_once: bool = False) -> None:
         self.settings = settings
         self.config = settings.delay
         self.group = check_group_name(group, "forwarder group")
@@ -117,6 +127,8 @@ class DelayForwarder(EngineStatus):
         self._handler: ForwardHandler | None = None
         self._deliveries: threading.Thread | None = None
         self._trace = trace
+        self.exactly_once = exactly_once
+        self.transactions: PartitionTransactions | None = None
         self._tracer: Tracer | None = None
         self._announcer: Announcer | None = None
         self._start_failed = False
@@ -131,12 +143,19 @@ class DelayForwarder(EngineStatus):
         Raises:
             StateError: started before.
             RedisAuthError, RedisUnavailableError: no Redis node took the heartbeat (which says why).
-            ConfigError: the metrics port cannot be served (in use, not allowed); nothing was started.
+            ConfigError: the metrics port cannot be served (in use, not allowed), or ``exactly_once`` on a
+                broker that cannot keep it; nothing was started.
         """
         if self._engine is not None:
             self._engine.lifecycle.starting()  # raises: start() works once
         if self._start_failed:
             raise StateError(f"delay forwarder of group {self.group} is closed: its start() failed")
+        if self.exactly_once:
+            try:
+                require_exactly_once(self.settings, f"delay forwarder of group {self.group}")
+            except ConfigError:
+                self._start_failed = True
+                raise
         if self._metrics_port is not None:  # first: a port in use must not leave locks and a member entry behind
             try:
                 self.metrics.serve(self._metrics_port)
@@ -162,10 +181,19 @@ class DelayForwarder(EngineStatus):
             self.tiers, producer, self._partitions, admin.partitions,
             lambda record, reason: self._dead_letter(reconsumer, durably, record, reason), self.metrics,
             self._max_ahead)
+        batch_handler: BatchHandler = handler
+        if self.exactly_once:
+            self.transactions = PartitionTransactions(self.settings, self.group, self._producer_config)
+            tracer = self._tracer
+            batch_handler = TransactionalForwarding(
+                handler, self.transactions,
+                lambda txn: partial(self._dead_letter, reconsumer.writing_with(partial(write_record, txn)),
+                                    _now),
+                (lambda txn: TracedProducer(txn, tracer, self.tiers)) if tracer is not None else None)
         internal = {**{t: self.config.partitions for t in self.tiers.topics()}, reconsumer.dlq_topic: 1}
-        step = batch_step(handler, o, f"fwd-{self.group}", self.tiers.topics(), None, internal,
+        step = batch_step(batch_handler, o, f"fwd-{self.group}", self.tiers.topics(), None, internal,
                           Serial(o.consume_batch_size), ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                          engine=lambda: self._engine)
+                          engine=lambda: self._engine, transactions=self.transactions)
         consumer_metrics = ConsumerMetrics(self.group)
         self._engine = engine = OwnershipEngine(self.group, self.settings, o, step, kafka_config=self._consumer_config,
                                                 metrics=consumer_metrics,
@@ -179,6 +207,9 @@ class DelayForwarder(EngineStatus):
             if engine.lifecycle.state is State.RUNNING:  # failed after open: leave the group, unlock
                 engine.close()
             handler.close()
+            if self.transactions is not None:
+                self.transactions.close()
+                self.transactions = None
             sender.close()
             self.metrics.close()
             self._start_failed = True
@@ -215,6 +246,8 @@ class DelayForwarder(EngineStatus):
         engine.close(timeout)
         if self._handler is not None:
             self._handler.close()
+        if self.transactions is not None:
+            self.transactions.close()
         if self._sender is not None:
             self._sender.close(timeout)
         self._closed.set()
@@ -265,8 +298,10 @@ class DelayForwarder(EngineStatus):
         return self.settings.topics.dead_letter(self.group)
 
     # -- helpers ---------------------------------------------------------------------------
-    def _dead_letter(self, reconsumer: Reconsumer, durably: WriteUntilDurable, record: Any, reason: str) -> None:
-        """Dead-letter ``record`` with ``reason`` (durably, before its offset may commit)."""
+    def _dead_letter(self, reconsumer: Reconsumer, durably: Callable[[Callable[[], None]], None], record: Any,
+                     reason: str) -> None:
+        """Dead-letter ``record`` with ``reason`` (durably, before its offset may commit; in exactly-once mode
+        into the run's transaction, which commits with the offset)."""
         log_dead_letter(record, reason)
         self.metrics.on_dead_letter(reason)
         try:
@@ -305,3 +340,8 @@ class DelayForwarder(EngineStatus):
                 self._partitions[topic] = count
             elif topic not in self.tiers.by_topic:
                 self._partitions.pop(topic, None)
+
+
+def _now(write: Callable[[], None]) -> None:
+    """A write into a transaction: durable when the transaction commits, nothing to wait for here."""
+    write()

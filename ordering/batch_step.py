@@ -9,7 +9,7 @@ partition one batch per order key at a time. The batches run on a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
@@ -18,9 +18,10 @@ from rocketkafka.admin import TopicAdmin
 from rocketkafka.message import ConsumeFromWhere
 from rocketkafka.ordering.lanes import BatchHandler
 from rocketkafka.ordering.options import ConsumerOptions
-from rocketkafka.ordering.partition import Chunker, PartitionWork
+from rocketkafka.ordering.partition import Batch, Chunker, PartitionWork
 from rocketkafka.ordering.scheduler import Scheduler
 from rocketkafka.ordering.step import ClaimContext
+from rocketkafka.ordering.transactions import PartitionTransactions
 from rocketkafka.topic_partition import TP
 
 
@@ -28,10 +29,11 @@ from rocketkafka.topic_partition import TP
 def batch_step(handler: BatchHandler, options: ConsumerOptions, name: str, topics: Sequence[str],
                retry_topic: str | None, internal_topics: dict[str, int], chunker: Chunker,
                start_from: ConsumeFromWhere, start_timestamp_ms: int | None = None, *,
-               engine: Callable[[], Any]) -> BatchStep:
+               engine: Callable[[], Any], transactions: PartitionTransactions | None = None) -> BatchStep:
     """The step of a batch consumer (the push consumer, the delay forwarder): ``handler`` on a scheduler
     sized by ``options``, whose poll thread, stuck in a handler, hands polling to a fresh one
-    (``engine()``: the engine once it exists, else ``None``)."""
+    (``engine()``: the engine once it exists, else ``None``). With ``transactions`` the handler commits
+    the offsets in its Kafka transactions (exactly once), and the engine commits none of them."""
     def take_over() -> None:
         current = engine()
         if current is not None:
@@ -39,7 +41,8 @@ def batch_step(handler: BatchHandler, options: ConsumerOptions, name: str, topic
 
     work = Scheduler(handler, options.consume_thread_max, options.max_continuous_consume_ms,
                      options.suspend_current_queue_time_ms, name, on_stall=take_over)
-    return BatchStep(topics, retry_topic, internal_topics, work, chunker, start_from, start_timestamp_ms)
+    return BatchStep(topics, retry_topic, internal_topics, work, chunker, start_from, start_timestamp_ms,
+                     transactions)
 
 class BatchStep:
     """Partition work for the subscribed topics (and the group's retry topic).
@@ -52,15 +55,18 @@ class BatchStep:
         chunker: the mode.
         start_from: where a partition the group never committed starts.
         start_timestamp_ms: for ``CONSUME_FROM_TIMESTAMP``.
+        transactions: the partitions' transactional producers when the handler commits offsets in
+            Kafka transactions (exactly once); ``None``: the engine commits them.
     """
 
     def __init__(self, topics: Sequence[str], retry_topic: str | None, internal_topics: dict[str, int],
                  work: Scheduler, chunker: Chunker, start_from: ConsumeFromWhere,
-                 start_timestamp_ms: int | None = None) -> None:
+                 start_timestamp_ms: int | None = None, transactions: PartitionTransactions | None = None) -> None:
         self._topics = [*topics, *([retry_topic] if retry_topic else [])]
         self.retry_topic, self._internal = retry_topic, internal_topics
         self.work, self.chunker = work, chunker
         self._start_from, self._start_ms = start_from, start_timestamp_ms
+        self.transactions = transactions
 
     def provision(self, admin: TopicAdmin) -> None:
         """Create the internal topics -- once every subscribed topic is known to exist, so a start that
@@ -94,7 +100,14 @@ class BatchStep:
         # fetch; ListOffsets "latest", which OFFSET_END follows, is not on all of them)
         return kafka.get_watermark_offsets(TopicPartition(*tp), timeout=10, cached=False)[1]
 
+    def fence(self, locks: Sequence[TP]) -> None:
+        if self.transactions is not None:
+            self.transactions.fence(locks)
+
     def claim(self, context: ClaimContext) -> PartitionWork:
+        if self.transactions is not None:
+            return TransactionalWork(context, self.work.submit, self.chunker, self.work.recall,
+                                     self.transactions.release)
         return PartitionWork(context, self.work.submit, self.chunker, self.work.recall)
 
     def tick(self) -> float | None:
@@ -102,3 +115,26 @@ class BatchStep:
 
     def close(self) -> None:
         self.work.close()
+
+
+class TransactionalWork(PartitionWork):
+    """A partition whose offsets commit inside its handler's Kafka transactions, never through the engine.
+
+    ``released(tp)`` lets the partition's transactional producer go once the partition leaves or is lost.
+    """
+
+    def __init__(self, context: ClaimContext, submit: Callable[[Batch], None], chunker: Chunker,
+                 recall: Callable[[PartitionWork], None], released: Callable[[TP], None]) -> None:
+        super().__init__(context, submit, chunker, recall)
+        self._released = released
+
+    def positions(self) -> Mapping[TP, int]:
+        return {}  # committed with each transaction: an engine commit could only repeat or race it
+
+    def leave(self) -> None:
+        super().leave()
+        self._released(self.tp)
+
+    def revoke(self) -> None:
+        super().revoke()
+        self._released(self.tp)

@@ -109,6 +109,9 @@ class DropInStep:
     def partitions_of(self, lock: TP) -> tuple[TP, ...]:
         return (lock,)
 
+    def fence(self, locks: Sequence[TP]) -> None:
+        """Offsets are committed by the engine, never in a Kafka transaction: nothing to fence."""
+
     def initial_offset(self, tp: TP, kafka: Any) -> int:
         """No committed offset: librdkafka applies ``auto.offset.reset`` itself, as in confluent-kafka."""
         return OFFSET_INVALID

@@ -66,6 +66,7 @@ def take(engine: Holder, won: dict[TP, int | None]) -> None:
     """
     covered = {lock: engine.step.partitions_of(lock) for lock in sorted(won)}
     every = [tp for partitions in covered.values() for tp in partitions]
+    engine.step.fence(sorted(won))  # first: a previous owner's transaction must not commit after the read
     answer = engine.kafka.committed([TopicPartition(*tp) for tp in every], timeout=10)
     failed = [tp.error for tp in answer if tp.error is not None]  # an error per partition, not per request
     if failed:

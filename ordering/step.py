@@ -96,6 +96,14 @@ class Step(Protocol):
     def initial_offset(self, tp: TP, kafka: Any) -> int:
         """Where ``tp`` starts when the group never committed it (``kafka``: the engine's consumer)."""
 
+    def fence(self, locks: Sequence[TP]) -> None:
+        """Locks just won, before their committed offsets are read: a step whose handler commits offsets
+        in Kafka transactions fences the previous owners' producers here (most steps: nothing).
+
+        Raises:
+            KafkaException: the broker did not answer; the locks are taken later.
+        """
+
     def claim(self, context: ClaimContext) -> Claim:
         """The work on a lock just won."""
 

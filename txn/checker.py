@@ -64,6 +64,9 @@ class _CheckerStep:
     def partitions_of(self, lock: TP) -> tuple[TP, ...]:
         return (lock, (self._topics.op(), lock[1]))
 
+    def fence(self, locks: Sequence[TP]) -> None:
+        """Offsets are committed by the engine, never in a Kafka transaction: nothing to fence."""
+
     def initial_offset(self, tp: TP, kafka: Any) -> int:
         return max(kafka.get_watermark_offsets(TopicPartition(*tp), timeout=10)[0], 0)  # the log's start
 

@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from rocketkafka.config import Settings
+from rocketkafka.exactly_once import aborted_records_hidden
 from rocketkafka.testing.capabilities import Capability, MissingCapability, add_partitions
 
 log = logging.getLogger(__name__)
@@ -110,37 +111,9 @@ def probe_delete_records(settings: Settings) -> str | None:
 
 
 def probe_hide_aborted(settings: Settings) -> str | None:
-    """An aborted record then a committed one: a read_committed reader must see only the second."""
-    with _probe_topic(settings, "aborts") as topic:
-        producer = Producer({**settings.kafka_config(), "transactional.id": f"rk-probe-{uuid.uuid4().hex[:8]}"})
-        try:
-            producer.init_transactions(20)
-            for value, commit in ((b"aborted", False), (b"committed", True)):
-                producer.begin_transaction()
-                producer.produce(topic, value)
-                producer.flush(10)
-                (producer.commit_transaction if commit else producer.abort_transaction)(20)
-        except KafkaException as exc:
-            return f"transactions failed: {exc}"
-        finally:
-            del producer
-        consumer = _consumer(settings, **{"isolation.level": "read_committed", "enable.partition.eof": True})
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        seen: list[bytes] = []
-        deadline = time.monotonic() + 15
-        try:
-            while time.monotonic() < deadline:
-                msg = consumer.poll(0.5)
-                if msg is None:
-                    continue
-                if msg.error():
-                    if seen:  # partition EOF after what there is to read
-                        break
-                    continue
-                seen.append(msg.value() or b"")
-        finally:
-            consumer.close()
-    return None if seen == [b"committed"] else f"a read_committed reader saw {seen}, not only the committed record"
+    """An aborted record then a committed one: a read_committed reader must see only the second (the
+    library's own probe, :func:`rocketkafka.exactly_once.aborted_records_hidden`)."""
+    return aborted_records_hidden(settings)
 
 
 #: The probe of each broker feature.

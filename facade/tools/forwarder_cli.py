@@ -8,7 +8,9 @@ Configuration comes from the environment (flags override):
   the delay settings (:class:`rocketkafka.schedule.levels.DelayConfig`);
 - ``ROCKETKAFKA_FORWARDER_GROUP``, ``ROCKETKAFKA_FORWARDER_CONSUMER_OPTIONS`` (JSON of
   ``ConsumerOptions`` fields, e.g. lock timings), ``ROCKETKAFKA_FORWARDER_METRICS_PORT``
-  (else ``ROCKETKAFKA_METRICS_PORT``): Prometheus series on ``/metrics`` (see rocketkafka.delay.metrics).
+  (else ``ROCKETKAFKA_METRICS_PORT``): Prometheus series on ``/metrics`` (see rocketkafka.delay.metrics),
+  ``ROCKETKAFKA_FORWARDER_EXACTLY_ONCE`` (``--exactly-once``): forward in Kafka transactions
+  (rocketkafka.delay.exactly_once); refused with one line on a broker that cannot keep it.
 
 Every option is checked before anything starts: a bad one ends the command with one
 line and exit status 1, holding no lock and leaving no member entry. SIGTERM or SIGINT:
@@ -43,6 +45,7 @@ class ForwarderSettings(BaseSettings):
     group: str = DEFAULT_GROUP
     consumer_options: dict[str, Any] = Field(default_factory=dict)
     metrics_port: int | None = None
+    exactly_once: bool = False
 
 
 @click.command("delay-forwarder")
@@ -54,7 +57,11 @@ class ForwarderSettings(BaseSettings):
               help="serve Prometheus metrics on this port [ROCKETKAFKA_FORWARDER_METRICS_PORT or ROCKETKAFKA_METRICS_PORT]")
 @click.option("--option", "options", multiple=True, metavar="NAME=VALUE",
               help="a consumer option, e.g. lock_lease_ms=3000 (repeatable)")
-def delay_forwarder(group: str | None, levels: str | None, metrics_port: int | None, options: tuple[str, ...]) -> None:
+@click.option("--exactly-once", is_flag=True, default=None,
+              help="forward and commit in Kafka transactions: read_committed readers see each message once "
+                   "[ROCKETKAFKA_FORWARDER_EXACTLY_ONCE]")
+def delay_forwarder(group: str | None, levels: str | None, metrics_port: int | None, options: tuple[str, ...],
+                    exactly_once: bool | None) -> None:
     """Forward delayed messages to their real topic when due (RocketMQ's ScheduleMessageService)."""
     service = ForwarderSettings()
     settings = command_settings()
@@ -65,10 +72,13 @@ def delay_forwarder(group: str | None, levels: str | None, metrics_port: int | N
     stop = stop_on_signals()
     forwarder = start_when_reachable(
         lambda: DelayForwarder(settings, group=group or service.group, consumer_options=consumer_options,
-                               metrics_port=port).start(), stop, "delay forwarder")
+                               metrics_port=port, exactly_once=bool(exactly_once or service.exactly_once)).start(),
+        stop, "delay forwarder")
     if forwarder is None:
         return
-    click.echo(f"delay forwarder {forwarder.instance_name} running (levels {settings.delay.describe()})", err=True)
+    mode = "exactly once" if forwarder.exactly_once else "at least once"
+    click.echo(f"delay forwarder {forwarder.instance_name} running (levels {settings.delay.describe()}, {mode})",
+               err=True)
     failure = serve(forwarder, stop)
     click.echo(f"delay forwarder stopped: {json.dumps(forwarder.metrics.summary())}", err=True)
     if failure is not None:

@@ -80,8 +80,10 @@ def forwarder(rk_settings):
 class ForwarderProcess:
     """``rocketkafka delay-forwarder`` in a subprocess, configured through the environment only."""
 
-    def __init__(self, settings, name: str, log_dir: Path) -> None:
+    def __init__(self, settings, name: str, log_dir: Path, exactly_once: bool = False) -> None:
         env = forwarder_environment(settings, FAST)
+        if exactly_once:
+            env["ROCKETKAFKA_FORWARDER_EXACTLY_ONCE"] = "true"
         self.name = name
         self.log_path = log_dir / f"{name}.log"
         self._log = open(self.log_path, "ab")
@@ -92,6 +94,13 @@ class ForwarderProcess:
         """SIGKILL: no goodbye, no commit, no unlock."""
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)
+
+    def pause(self) -> None:
+        """SIGSTOP: the process stops where it is, its locks expire, and it wakes up a zombie on :meth:`resume`."""
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.proc.send_signal(signal.SIGCONT)
 
     def terminate(self, timeout: float = 30) -> int:
         self.proc.send_signal(signal.SIGTERM)
@@ -105,6 +114,7 @@ class ForwarderProcess:
 
     def close(self) -> None:
         if self.alive():
+            self.resume()  # a paused process takes SIGKILL too, but leave none stopped behind
             self.kill()
         self._log.close()
 
@@ -114,8 +124,8 @@ def forwarder_process(rk_settings, tmp_path):
     """``forwarder_process(name) -> ForwarderProcess``; any still running are killed at the end."""
     procs: list[ForwarderProcess] = []
 
-    def spawn(name: str = "fwd") -> ForwarderProcess:
-        proc = ForwarderProcess(rk_settings, f"{name}-{len(procs)}", tmp_path)
+    def spawn(name: str = "fwd", exactly_once: bool = False) -> ForwarderProcess:
+        proc = ForwarderProcess(rk_settings, f"{name}-{len(procs)}", tmp_path, exactly_once)
         procs.append(proc)
         return proc
 

@@ -70,7 +70,8 @@ def _receive(bootstrap: str, topics: dict[str, int], out: Any, stop: Any, ready:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "delay-test-receiver",
-                         "enable.auto.commit": False, "fetch.wait.max.ms": 5})
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 5,
+                         "isolation.level": "read_committed"})  # librdkafka's default, said: exactly-once tests
     consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, n in topics.items() for p in range(n)])
     ready.set()
     pending: list[Arrival] = []

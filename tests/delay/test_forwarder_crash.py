@@ -8,58 +8,17 @@ flight, commits and exits: the next forwarder re-forwards nothing.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 
 import pytest
 
-from rocketkafka import Message, Producer, PushConsumer
+from rocketkafka import PushConsumer
 from rocketkafka.ordering.idempotent import IdempotentConsumer
-from tests.delay.conftest import FAST, delay_records, due_of, lateness, wait_until
+from tests.delay.conftest import FAST, wait_until
+from tests.delay.streams import Stream, check_forwarded
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-class Stream:
-    """Sends ``count`` delayed messages (levels 1..3) at about ``rate`` per second in a thread."""
-
-    def __init__(self, settings, topic: str, count: int, rate: int) -> None:
-        self.ids: list[str] = []
-        self._producer = Producer("delay-crash", settings=settings)
-        self._producer.start()
-        self._thread = threading.Thread(target=self._run, args=(topic, count, rate), daemon=True)
-        self._thread.start()
-
-    def _run(self, topic: str, count: int, rate: int) -> None:
-        start = time.monotonic()
-        for i in range(count):
-            msg = Message(topic, body=f"m{i}".encode(), keys=[f"k{i % 16}"], delay_time_level=1 + i % 3)
-            self._producer.send_async(msg, lambda r: None)
-            self.ids.append(msg.id)
-            if i % 20 == 19:
-                self._producer.poll(0)
-                time.sleep(max(0.0, start + (i + 1) / rate - time.monotonic()))
-        assert self._producer.flush(30) == 0
-
-    def join(self) -> list[str]:
-        self._thread.join(60)
-        self._producer.shutdown()
-        return self.ids
-
-
-def _check(rk_settings, delay_config, seen, ids: list[str], what: str) -> Counter:
-    assert seen.wait_for(set(ids), timeout=60), f"{what}: lost {len(set(ids) - set(seen.ids()))} of {len(ids)}"
-    time.sleep(1.0)  # late duplicates show up now
-    due = {m: due_of(r) for m, r in delay_records(rk_settings, delay_config).items() if m in set(ids)}
-    report = lateness(seen.arrivals, due)
-    counts = seen.ids()
-    duplicates = sum(c - 1 for m, c in counts.items() if m in due)
-    print(f"\n{what}: {report.summary()}; duplicates on the real topic: {duplicates}")
-    assert report.count == len(ids) and report.early == [], f"early: {report.early[:10]}"
-    early_dups = [a.msg_id for a in seen.arrivals if a.msg_id in due and a.record.timestamp()[1] < due[a.msg_id]]
-    assert early_dups == [], "a re-forwarded copy was early"
-    return counts
 
 
 def _dedup_sees_each_once(rk_settings, rk_group, topic: str, ids: list[str]) -> None:
@@ -90,7 +49,7 @@ def test_sigkilled_forwarder_restarted_loses_nothing_and_is_never_early(rk_setti
     killed_at = len(seen.ids())
     forwarder_process("restarted")
     ids = stream.join()
-    _check(rk_settings, delay_config, seen, ids, f"SIGKILL after {killed_at} delivered, then restart")
+    check_forwarded(rk_settings, delay_config, seen, ids, f"SIGKILL after {killed_at} delivered, then restart")
     _dedup_sees_each_once(rk_settings, rk_group, topic, ids)
 
 
@@ -105,7 +64,7 @@ def test_two_forwarders_share_the_levels_and_the_survivor_takes_over(rk_settings
     time.sleep(1.0)
     a.kill()
     ids = stream.join()
-    _check(rk_settings, delay_config, seen, ids, "two forwarders, one SIGKILLed")
+    check_forwarded(rk_settings, delay_config, seen, ids, "two forwarders, one SIGKILLed")
     assert b.alive()
     _dedup_sees_each_once(rk_settings, rk_group, topic, ids)
 
@@ -121,6 +80,6 @@ def test_sigterm_finishes_in_flight_commits_and_hands_over_without_duplicates(rk
     assert first.terminate(timeout=30) == 0, first.output()[-2000:]
     forwarder_process("next")
     ids = stream.join()
-    counts = _check(rk_settings, delay_config, seen, ids, "SIGTERM, then a new forwarder")
+    counts = check_forwarded(rk_settings, delay_config, seen, ids, "SIGTERM, then a new forwarder")
     assert [m for m in ids if counts[m] > 1] == [], "a graceful stop must not re-forward anything"
     assert "delay forwarder stopped" in first.output()

@@ -156,6 +156,9 @@ class FakeStep:
     def initial_offset(self, tp, kafka) -> int:
         return 0
 
+    def fence(self, locks) -> None:
+        pass
+
     def claim(self, context: ClaimContext) -> FakeClaim:
         return FakeClaim(context)
 

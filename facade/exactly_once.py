@@ -1,0 +1,122 @@
+"""Exactly once needs a broker that hides aborted records; asked once per broker, refused with one line.
+
+A Kafka transaction commits produced records together with consumed offsets, or neither.
+That is exactly once only if read_committed readers skip what an aborted transaction wrote.
+If they see it (Tansu today: DESIGN §4), an aborted forward would show up next to the retry
+that replaced it. So a service started with ``exactly_once=True`` checks first, with
+:func:`require_exactly_once`. It writes one record in a transaction and aborts it, then writes
+one and commits it, and reads them back read_committed. If that does not hold, the service
+refuses to start and says why. It never falls back to at-least-once without saying so.
+
+>>> require_exactly_once(Settings.load(), "the delay forwarder")   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from rocketkafka.admin import TopicAdmin
+from rocketkafka.config import Settings, kafka_client
+from rocketkafka.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+#: Seconds the probe may take as a whole (init_transactions, two transactions, the read back).
+PROBE_TIMEOUT_S = 30.0
+
+_verdicts: dict[str, str | None] = {}  # bootstrap servers -> None (hides them) or why not
+_asking = threading.Lock()
+
+
+def probe_topic(settings: Settings) -> str:
+    """The one-partition internal topic the probe writes to (kept: a probe costs two records)."""
+    return f"{settings.topic_prefix}.probe.transactions"
+
+
+def aborted_records_hidden(settings: Settings, timeout: float = PROBE_TIMEOUT_S) -> str | None:
+    """``None`` when read_committed readers of the broker of ``settings`` skip aborted records, else why not.
+
+    An aborted record, then a committed one, in one partition. A reader from the aborted record's
+    offset must see only the committed one.
+    """
+    deadline = time.monotonic() + timeout
+    topic = probe_topic(settings)
+    admin = TopicAdmin(settings)
+    try:
+        admin.create_internal({topic: 1}, timeout=timeout)
+    finally:
+        admin.close()
+    marker = uuid.uuid4().hex.encode()
+    producer = kafka_client(Producer, {**settings.kafka_config(), "transactional.id": f"rk-probe-{marker.decode()}",
+                                       "linger.ms": 0})
+    offsets: list[int] = []
+
+    def delivered(err: object, msg: object) -> None:
+        if err is None:
+            offsets.append(msg.offset())  # type: ignore[attr-defined]
+
+    try:
+        producer.init_transactions(_left(deadline))
+        for value, commit in ((b"aborted:" + marker, False), (b"committed:" + marker, True)):
+            producer.begin_transaction()
+            producer.produce(topic, value, partition=0, on_delivery=delivered)
+            producer.flush(_left(deadline))
+            (producer.commit_transaction if commit else producer.abort_transaction)(_left(deadline))
+    except KafkaException as exc:
+        return f"its transactions fail: {exc.args[0].str() if exc.args else exc}"
+    finally:
+        del producer
+    if len(offsets) != 2:
+        return "the probe's records were not acknowledged"
+    return _read_back(settings, topic, offsets[0], marker, deadline)
+
+
+def _read_back(settings: Settings, topic: str, start: int, marker: bytes, deadline: float) -> str | None:
+    consumer = kafka_client(Consumer, {**settings.kafka_config(), "group.id": f"rk-probe-{marker.decode()}",
+                                       "enable.auto.commit": False, "isolation.level": "read_committed"})
+    seen: list[bytes] = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, start)])
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is None or msg.error():
+                continue
+            value = msg.value() or b""
+            if value.endswith(marker):
+                seen.append(value.split(b":")[0])
+            if value == b"committed:" + marker:
+                break
+    finally:
+        consumer.close()
+    if seen == [b"committed"]:
+        return None
+    if b"aborted" in seen:
+        return "its read_committed readers see aborted records"
+    return f"a read_committed reader did not get the committed probe record within the time ({seen})"
+
+
+def _left(deadline: float) -> float:
+    return max(0.1, deadline - time.monotonic())
+
+
+def require_exactly_once(settings: Settings, what: str) -> None:
+    """Refuse ``exactly_once=True`` for ``what`` unless the broker hides aborted records (asked once per broker).
+
+    Raises:
+        ConfigError: the broker does not hide aborted records, or its transactions fail (the message says which).
+    """
+    servers = settings.bootstrap_servers
+    with _asking:
+        if servers not in _verdicts:
+            _verdicts[servers] = aborted_records_hidden(settings)
+            log.info("exactly-once probe of %s: %s", servers, _verdicts[servers] or "aborted records are hidden")
+        why_not = _verdicts[servers]
+    if why_not is not None:
+        raise ConfigError(f"{what}: exactly_once=True needs a broker whose read_committed readers skip aborted "
+                          f"records, and the broker at {servers} does not: {why_not}. Start it without exactly_once "
+                          "(at-least-once)")
