@@ -86,20 +86,19 @@ class ForwardHandler:
 
     def handle(self, run: Run) -> Outcome:
         """The scheduler's BatchHandler: forward ``run``'s records (see the module docstring)."""
-        return self.forward(run, self._kafka, run.start, self._dead_letter, holds=True)
+        return self.forward(run, self._kafka, run.start, holds=True)
 
-    def forward(self, run: Run, kafka: Any, start: int, dead_letter: Callable[[Any, str], None],
-                holds: bool) -> Outcome:
-        """Forward ``run.records[start:run.stop]`` through ``kafka``; records that cannot be forwarded go to
-        ``dead_letter``. Without ``holds`` a record due within ``hold_ms`` is waited for, not held: a
-        held record is written later by the hold timer, outside whatever the caller commits with the run.
+    def forward(self, run: Run, kafka: Any, start: int, holds: bool) -> Outcome:
+        """Forward ``run.records[start:run.stop]`` through ``kafka``. Without ``holds`` a record due within
+        ``hold_ms`` is waited for, not held: a held record is written later by the hold timer, outside
+        whatever the caller commits with the run.
         The outcome's ``handled`` counts from ``start``.
         """
         records, end = run.records, run.stop
         tier = self.tiers.by_topic[run.work.topic]
         ack = BatchAck()
         on_delivery = ack.track_many()
-        partitions, fields = self._partitions, self._fields
+        partitions, fields, dead_letter = self._partitions, self._fields, self._dead_letter
         lateness: list[int] = []  # of the records delivered here; into the metrics once per batch
         now = now_ms()
         try:
@@ -127,7 +126,7 @@ class ForwardHandler:
                     lateness.append(now - due)
                     continue
                 pause_ms = self._not_plain(kafka, tier, record, due, real_topic, real_partition, headers, kept, ack,
-                                           lateness, dead_letter, holds)
+                                           lateness, holds)
                 if pause_ms is not None:
                     return Outcome(i - start, ack.close(), pause_ms)
             return Outcome(end - start, ack.close())
@@ -137,7 +136,7 @@ class ForwardHandler:
 
     def _not_plain(self, kafka: Any, tier: Tier, record: Any, due: int, real_topic: str, real_partition: int,
                    headers: list[tuple[str, bytes | None]], kept: list[tuple[str, bytes | None]], ack: BatchAck,
-                   lateness: list[int], dead_letter: Callable[[Any, str], None], holds: bool) -> int | None:
+                   lateness: list[int], holds: bool) -> int | None:
         """A record that is not yet due or whose destination is not known yet: hop, hold, deliver or
         dead-letter it; returns the pause (ms) when the partition must wait for it."""
         now = now_ms()
@@ -157,7 +156,7 @@ class ForwardHandler:
         if known is None or real_partition >= known:
             reason = self._check_destination(real_topic, real_partition)
             if reason is not None:
-                dead_letter(record, reason)
+                self._dead_letter(record, reason)
                 return None
         if isinstance(action, Hold):
             ack.follow(self.holds.add(due, partial(self._deliver, real_topic, real_partition, record.key(),

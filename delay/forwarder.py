@@ -15,15 +15,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from pydantic import ValidationError
 
 from rocketkafka.admin import TopicAdmin
 from rocketkafka.config import Settings
-from rocketkafka.delay.exactly_once import TransactionalForwarding, write_record
+from rocketkafka.delay.exactly_once import transactional_forwarding
 from rocketkafka.delay.forward_handler import ForwardHandler, log_dead_letter
 from rocketkafka.delay.metrics import ForwarderMetrics
 from rocketkafka.delay.tracing import TracedProducer
@@ -185,10 +183,8 @@ class DelayForwarder(EngineStatus):
         if self.exactly_once:
             self.transactions = PartitionTransactions(self.settings, self.group, self._producer_config)
             tracer = self._tracer
-            batch_handler = TransactionalForwarding(
+            batch_handler = transactional_forwarding(
                 handler, self.transactions,
-                lambda txn: partial(self._dead_letter, reconsumer.writing_with(partial(write_record, txn)),
-                                    _now),
                 (lambda txn: TracedProducer(txn, tracer, self.tiers)) if tracer is not None else None)
         internal = {**{t: self.config.partitions for t in self.tiers.topics()}, reconsumer.dlq_topic: 1}
         step = batch_step(batch_handler, o, f"fwd-{self.group}", self.tiers.topics(), None, internal,
@@ -298,8 +294,7 @@ class DelayForwarder(EngineStatus):
         return self.settings.topics.dead_letter(self.group)
 
     # -- helpers ---------------------------------------------------------------------------
-    def _dead_letter(self, reconsumer: Reconsumer, durably: Callable[[Callable[[], None]], None], record: Any,
-                     reason: str) -> None:
+    def _dead_letter(self, reconsumer: Reconsumer, durably: WriteUntilDurable, record: Any, reason: str) -> None:
         """Dead-letter ``record`` with ``reason`` (durably, before its offset may commit; in exactly-once mode
         into the run's transaction, which commits with the offset)."""
         log_dead_letter(record, reason)
@@ -340,8 +335,3 @@ class DelayForwarder(EngineStatus):
                 self._partitions[topic] = count
             elif topic not in self.tiers.by_topic:
                 self._partitions.pop(topic, None)
-
-
-def _now(write: Callable[[], None]) -> None:
-    """A write into a transaction: durable when the transaction commits, nothing to wait for here."""
-    write()

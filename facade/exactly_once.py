@@ -1,4 +1,4 @@
-"""Exactly once needs a broker that hides aborted records; asked once per broker, refused with one line.
+"""Exactly once: the broker capability it needs (asked once per broker), and the transaction a thread writes into.
 
 A Kafka transaction commits produced records together with consumed offsets, or neither.
 That is exactly once only if read_committed readers skip what an aborted transaction wrote.
@@ -7,6 +7,11 @@ that replaced it. So a service started with ``exactly_once=True`` checks first, 
 :func:`require_exactly_once`. It writes one record in a transaction and aborts it, then writes
 one and commits it, and reads them back read_committed. If that does not hold, the service
 refuses to start and says why. It never falls back to at-least-once without saying so.
+
+While a handler runs inside a transaction, its thread's writes go into it
+(:func:`writing_into`): retry copies and dead letters of the failure policies
+(:class:`~rocketkafka.retry.Reconsumer`) and what a listener sends through an exactly-once
+consumer's producer handle. They commit with the consumed offsets, or not at all.
 
 >>> require_exactly_once(Settings.load(), "the delay forwarder")   # doctest: +SKIP
 """
@@ -17,18 +22,23 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from rocketkafka.admin import TopicAdmin
 from rocketkafka.config import Settings, kafka_client
 from rocketkafka.errors import ConfigError
+from rocketkafka.record import Record
 
 log = logging.getLogger(__name__)
 
 #: Seconds the probe may take as a whole (init_transactions, two transactions, the read back).
 PROBE_TIMEOUT_S = 30.0
 
+_current = threading.local()  # .producer: the transactional producer this thread writes into
 _verdicts: dict[str, str | None] = {}  # bootstrap servers -> None (hides them) or why not
 _asking = threading.Lock()
 
@@ -120,3 +130,31 @@ def require_exactly_once(settings: Settings, what: str) -> None:
         raise ConfigError(f"{what}: exactly_once=True needs a broker whose read_committed readers skip aborted "
                           f"records, and the broker at {servers} does not: {why_not}. Start it without exactly_once "
                           "(at-least-once)")
+
+
+@contextmanager
+def writing_into(producer: Any) -> Iterator[None]:
+    """Within the block, this thread's transactional writes go into ``producer``'s open transaction."""
+    before = getattr(_current, "producer", None)
+    _current.producer = producer
+    try:
+        yield
+    finally:
+        _current.producer = before
+
+
+def transaction_producer() -> Any | None:
+    """The producer whose transaction this thread writes into, or ``None`` outside one."""
+    return getattr(_current, "producer", None)
+
+
+def write_record(producer: Any, record: Record) -> None:
+    """Produce ``record`` into ``producer``'s open transaction (its commit makes it durable), waiting for
+    room while the producer's queue is full."""
+    while True:
+        try:
+            producer.produce(record.topic, record.value, record.key, partition=record.partition,
+                             headers=list(record.headers))
+            return
+        except BufferError:
+            producer.poll(0.01)

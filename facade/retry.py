@@ -10,7 +10,6 @@ returned, i.e. once the copy is durably produced.
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 from collections import Counter
@@ -18,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rocketkafka.errors import MalformedRecordError
+from rocketkafka.exactly_once import transaction_producer, write_record
 from rocketkafka.headers import record_id
 from rocketkafka.logs import message_fields, record_fields
 from rocketkafka.message import MessageExt
@@ -49,7 +49,6 @@ class Reconsumer:
         if max_reconsume_times < 0:
             raise ValueError("max_reconsume_times must be >= 0")
         self.sender = sender
-        self._send: Callable[[Record], Any] = sender.send_sync  # writes a copy and waits for its ack
         self.group = group
         self.max_reconsume_times = max_reconsume_times
         self.retry_router = retry_router
@@ -59,12 +58,14 @@ class Reconsumer:
         self._counts: Counter[tuple[str, str]] = Counter()  # (retried | dead_lettered, original topic) -> copies
         self._counted = threading.Lock()  # workers write copies concurrently (a rare path: a lock is fine)
 
-    def writing_with(self, send: Callable[[Record], Any]) -> Reconsumer:
-        """This reconsumer, writing its copies with ``send`` instead (into a Kafka transaction, say); the
-        counts stay shared."""
-        bound = copy.copy(self)
-        bound._send = send
-        return bound
+    def _write(self, record: Record) -> None:
+        """Write a copy: into this thread's Kafka transaction when a handler runs in one (it commits with the
+        consumed offset: :mod:`rocketkafka.exactly_once`), else at once, waiting for the ack."""
+        producer = transaction_producer()
+        if producer is not None:
+            write_record(producer, record)
+        else:
+            self.sender.send_sync(record)
 
     def counts(self) -> dict[tuple[str, str], int]:
         """Copies written since start: ``{("retried" | "dead_lettered", original topic): n}`` (any thread)."""
@@ -84,7 +85,7 @@ class Reconsumer:
         record = self._copy(msg, self.retry_topic, {Header.RECONSUME_TIMES: str(times)}, error)
         if self.retry_router:
             record = self.retry_router(record, times)
-        self._send(record)
+        self._write(record)
         self._count("retried", msg.topic)
         if self.tracer is not None:
             routed = {k: v.decode() for k, v in record.headers if k in (Header.DELIVER_AT, Header.DELAY_LEVEL) and v}
@@ -99,7 +100,7 @@ class Reconsumer:
         """Write ``msg`` to the dead-letter topic with ``reason``."""
         log.warning("dead-lettering %s from %s[%d]@%d: %s", msg.id, msg.topic, msg.queue_id, msg.queue_offset, reason,
                     extra=message_fields(msg))
-        self._send(self._copy(msg, self.dlq_topic, {Header.DLQ_REASON: reason,
+        self._write(self._copy(msg, self.dlq_topic, {Header.DLQ_REASON: reason,
                                                                Header.RECONSUME_TIMES: str(msg.reconsume_times)}, reason))
         self._count("dead_lettered", msg.topic)
         if self.tracer is not None:
@@ -115,7 +116,7 @@ class Reconsumer:
             (Header.ORIGIN_QUEUE_ID, str(record.partition()).encode()),
             (Header.ORIGIN_OFFSET, str(record.offset()).encode()),
         ]
-        self._send(Record(self.dlq_topic, -1, record.key(), record.value() or b"", headers,
+        self._write(Record(self.dlq_topic, -1, record.key(), record.value() or b"", headers,
                                      f"{record.topic()}@{record.partition()}@{record.offset()}"))
         self._count("dead_lettered", record.topic())
         if self.tracer is not None:

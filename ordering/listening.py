@@ -98,7 +98,11 @@ class ListenerHandler:
 
     # -- the scheduler's BatchHandler --------------------------------------------------------
     def handle(self, run: Run) -> Outcome:
-        topic, start = run.work.topic, run.start
+        return self.handle_from(run, run.start)
+
+    def handle_from(self, run: Run, start: int) -> Outcome:
+        """:meth:`handle` from ``run.records[start]`` on (a transaction skips what committed before)."""
+        topic = run.work.topic
         if topic == self.subscriptions.retry_topic:
             end, futures, pause = self._retry_copies(run, start)
         else:

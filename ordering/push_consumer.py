@@ -36,7 +36,9 @@ from rocketkafka.message import MessageModel
 from rocketkafka.message_selector import MessageSelector
 from rocketkafka.names import check_group_name, check_topic_name
 from rocketkafka.ordering.allocation import AllocationStrategy
+from rocketkafka.exactly_once import require_exactly_once
 from rocketkafka.ordering.batch_step import BatchStep, batch_step
+from rocketkafka.ordering.exactly_once_consumer import TransactionalSender, listener_in_transactions
 from rocketkafka.ordering.engine import OwnershipEngine
 from rocketkafka.ordering.lifecycle import EngineStatus, State
 from rocketkafka.topic_partition import TP
@@ -46,7 +48,9 @@ from rocketkafka.ordering.listening import BatchListener, Listener, ListenerHand
 from rocketkafka.ordering.metrics import ConsumerMetrics
 from rocketkafka.ordering.options import ConsumerOptions
 from rocketkafka.ordering.order_keys import PARTITION, order_key_of
+from rocketkafka.ordering.lanes import BatchHandler
 from rocketkafka.ordering.partition import ByKey, Chunker, Serial, Unordered
+from rocketkafka.ordering.transactions import PartitionTransactions
 from rocketkafka.ordering.presence import DELAY_FORWARDER, Presence
 from rocketkafka.ordering.subscriptions import Subscription, Subscriptions
 from rocketkafka.ordering.tracing import ListenerTrace
@@ -78,6 +82,11 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
             the named one in ``options.allocation``.
         trace: write trace events (``DELIVERED``, ``CONSUMED``, ``RETRIED``, ``DEAD_LETTERED``) to the
             trace topic (:mod:`rocketkafka.trace`); off, the listener loop does no tracing work at all.
+        exactly_once: each batch of a partition is one Kafka transaction: what the listener sends through
+            :attr:`producer`, its retry copies and dead letters, and the consumed offset commit together
+            (clustering only; each partition then runs one batch at a time:
+            :mod:`~rocketkafka.ordering.exactly_once_consumer`). ``start()`` refuses it on a broker whose
+            read_committed readers see aborted records (Tansu).
 
     The listener returns ``None`` (or ``CONSUME_SUCCESS``) for success, and returns
     ``RECONSUME_LATER`` or raises to have the message consumed again later; see
@@ -92,7 +101,7 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
                  message_model: MessageModel = MessageModel.CLUSTERING,
                  options: ConsumerOptions | None = None,
                  allocation_strategy: AllocationStrategy | None = None, trace: bool = False,
-                 **overrides: Any) -> None:
+                 exactly_once: bool = False, **overrides: Any) -> None:
         self.group_id = check_group_name(group_id, "consumer group")
         self._config, self._redis_urls = dict(config or {}), redis_urls
         if settings is None:
@@ -114,6 +123,12 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
         self.keyed = self.options.order_key != PARTITION
         if self.keyed and not orderly:
             raise ConfigError(f"order_key={self.options.order_key!r} orders keys; it needs orderly=True")
+        if exactly_once and self.broadcasting:
+            raise ConfigError("exactly_once commits the group's offsets in transactions: it needs CLUSTERING")
+        self.exactly_once = exactly_once
+        self._transactions: PartitionTransactions | None = None
+        #: Sends from inside the listener of an exactly-once consumer: they commit with the handled message.
+        self.producer = TransactionalSender(lambda: self._sender)
         self._strategy = allocation_strategy
         # its retry topic is set at start (group and prefix final then)
         self._subscriptions = Subscriptions(None)
@@ -261,6 +276,8 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
         self._subscriptions.retry_topic = self._retry_topic if self._reads_retry_topic else None
         engine: OwnershipEngine | None = None
         try:
+            if self.exactly_once:
+                require_exactly_once(self.settings, self._name)  # first: a refusal leaves nothing behind
             if self._trace:
                 self._traced()
             self._sender = Sender(self.settings)
@@ -278,6 +295,9 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
             self._start_failed = True
             if self._sender is not None:
                 self._sender.close()
+            if self._transactions is not None:
+                self._transactions.close()
+                self._transactions = None
             if self._tracer is not None:
                 self._tracer.close()
             # dropped, not only closed: a librdkafka client's threads live as long as its object, and the
@@ -344,11 +364,16 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
                                   suspend_ms=o.suspend_current_queue_time_ms)
         chunker: Chunker = ByKey(o.consume_batch_size, order_key_of(o.order_key)) if self.keyed else \
             Serial(o.consume_batch_size) if self.orderly else Unordered(o.consume_batch_size)
+        batch_handler: BatchHandler = handler
+        if self.exactly_once:  # one transaction per run: one run of a partition at a time
+            self._transactions = PartitionTransactions(self.settings, self.group_id)
+            batch_handler = listener_in_transactions(handler, self._transactions, o.suspend_current_queue_time_ms)
+            chunker = Serial(o.consume_batch_size)
         internal = {} if self.broadcasting else {self._reconsumer.retry_topic: 1,
                                                  self._reconsumer.dlq_topic: 1}
-        return batch_step(handler, o, self.group_id, list(self._subscriptions.by_topic),
+        return batch_step(batch_handler, o, self.group_id, list(self._subscriptions.by_topic),
                           self._subscriptions.retry_topic, internal, chunker, o.consume_from_where,
-                          o.consume_timestamp_ms, engine=lambda: self._engine)
+                          o.consume_timestamp_ms, engine=lambda: self._engine, transactions=self._transactions)
 
     def shutdown(self, timeout: float = 30.0) -> None:
         """Leave gracefully: finish handlers in flight, commit, unlock, leave the group. Idempotent.
@@ -363,6 +388,8 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
                 return  # its failed start closed everything already
             raise StateError(f"{self._name} was never started; there is nothing to shut down")
         engine.close(timeout)
+        if self._transactions is not None:
+            self._transactions.close()
         if self._sender is not None:
             self._sender.close()
         if self._tracer is not None:

@@ -8,6 +8,10 @@ Run as ``python -m tests.ordering.runner '<json>'`` with the keys
     handler_ms     how long the handler body sleeps
     idempotent     wrap the handler in IdempotentConsumer (consuming_ttl_ms)
     gate           a path: while that file exists, handlers park before doing anything
+    output         a topic: the handler sends each message on to it, keyed by the message's key, with
+                   ``source`` = ``topic:partition:offset:id`` (the consume -> produce tests)
+    exactly_once   consume and send in Kafka transactions (``PushConsumer(exactly_once=True)``); without
+                   it, ``output`` is sent with a plain producer (at least once)
 
 It prints ``ready`` once started, and on SIGTERM closes gracefully and prints ``closed``.
 SIGKILL and SIGSTOP are real: the test sends them to this process.
@@ -23,7 +27,7 @@ import sys
 import threading
 import time
 
-from rocketkafka import IdempotentConsumer, PushConsumer, Settings
+from rocketkafka import IdempotentConsumer, Message, Producer, PushConsumer, Settings
 from rocketkafka.testing.clock import install_from_env
 from rocketkafka.testing.history import History
 
@@ -35,14 +39,19 @@ def main(config: dict) -> None:
     settings = Settings(bootstrap_servers=config["bootstrap_servers"], redis_urls=config["redis_urls"],
                         topic_prefix=config["topic_prefix"], redis_prefix=config["redis_prefix"])
     consumer = PushConsumer(config["group"], settings=settings, orderly=config.get("orderly", True),
-                            instance_name=f"{config['name']}@{os.getpid()}", **{"consume_from_where": "CONSUME_FROM_FIRST_OFFSET", **config.get("options", {})})
+                            instance_name=f"{config['name']}@{os.getpid()}",
+                            exactly_once=config.get("exactly_once", False),
+                            **{"consume_from_where": "CONSUME_FROM_FIRST_OFFSET", **config.get("options", {})})
     history = History(config["history"])
     name, sleep, gate = config["name"], config.get("handler_ms", 0) / 1000, config.get("gate")
+    send_on = _sender(consumer, settings, config) if config.get("output") else None
 
     def body(msg):
         with history.handler_call(name, msg, key=msg.key.decode() if msg.key else None):
             if sleep:
                 time.sleep(sleep)
+            if send_on is not None:
+                send_on(msg)
 
     listener = IdempotentConsumer(consumer, body, consuming_ttl_ms=config.get("consuming_ttl_ms", 60_000)) \
         if config.get("idempotent") else body
@@ -62,6 +71,25 @@ def main(config: dict) -> None:
     consumer.shutdown()
     history.close()
     print("closed", flush=True)
+
+
+def _sender(consumer: PushConsumer, settings: Settings, config: dict):
+    """``send_on(msg)``: ``msg`` on to the output topic, in the consumer's transaction or with a plain producer."""
+    output = config["output"]
+    plain = None if config.get("exactly_once") else Producer("runner-output", settings=settings)
+    if plain is not None:
+        plain.start()
+
+    def send_on(msg) -> None:
+        key = msg.key.decode() if msg.key else str(msg.queue_id)
+        out = Message(output, body=msg.body, keys=key,
+                      properties={"source": f"{msg.topic}:{msg.queue_id}:{msg.queue_offset}:{msg.id}"})
+        if plain is None:
+            consumer.producer.send(out, sharding_key=key)
+        else:
+            plain.send_orderly(out, key)
+
+    return send_on
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The exactly-once forwarding's decisions, with fakes for Kafka: what commits, what aborts, what is skipped."""
+"""A run in a Kafka transaction, with fakes for Kafka: what commits, what aborts, what is skipped, where writes go."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from types import SimpleNamespace
 
 from confluent_kafka import KafkaError, KafkaException
 
-from rocketkafka.delay.exactly_once import RETRY_PAUSE_MS, TransactionalForwarding
+from rocketkafka.exactly_once import transaction_producer
 from rocketkafka.ordering.lanes import LOCK_RECHECK_MS, Outcome
+from rocketkafka.ordering.transactions import RETRY_PAUSE_MS, TransactionalHandler
 
 TP = ("rk.delay.level.01", 0)
 
@@ -54,15 +55,16 @@ class Forward:
     def __init__(self, handled: int | None = None, pause_ms: int | None = None) -> None:
         self.handled, self.pause_ms = handled, pause_ms
         self.starts: list[int] = []
+        self.writes_into: list = []
 
-    def forward(self, run, kafka, start, dead_letter, holds):
-        assert holds is False, "a held record would be written outside the transaction"
+    def __call__(self, run, producer, start):
         self.starts.append(start)
+        self.writes_into.append(transaction_producer())
         return Outcome(run.stop - start if self.handled is None else self.handled, None, self.pause_ms)
 
 
-def handler(forward: Forward, txns: Transactions) -> TransactionalForwarding:
-    return TransactionalForwarding(forward, txns, lambda producer: lambda record, reason: None)  # type: ignore[arg-type]
+def handler(forward: Forward, txns: Transactions) -> TransactionalHandler:
+    return TransactionalHandler(forward, txns)  # type: ignore[arg-type]
 
 
 def test_a_run_commits_its_records_with_the_offset_after_the_last():
@@ -70,6 +72,12 @@ def test_a_run_commits_its_records_with_the_offset_after_the_last():
     outcome = handler(Forward(), txns).handle(run(range(10, 15)))  # type: ignore[arg-type]
     assert txns.log == [("begin", TP), ("commit", TP, 15)]
     assert (outcome.handled, outcome.settled, outcome.pause_ms) == (5, None, None)
+
+
+def test_the_thread_writes_into_the_run_s_transaction_while_it_runs_and_only_then():
+    forward = Forward()
+    handler(forward, Transactions()).handle(run(range(10, 15)))  # type: ignore[arg-type]
+    assert forward.writes_into == ["producer"] and transaction_producer() is None
 
 
 def test_records_below_the_offset_a_new_producer_read_are_not_forwarded_again():

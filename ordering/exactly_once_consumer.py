@@ -1,0 +1,76 @@
+"""Exactly-once processing in a push consumer (``PushConsumer(exactly_once=True)``): consume -> produce, atomic.
+
+Each run of a partition (up to ``consume_batch_size`` messages) is one Kafka transaction
+(:mod:`~rocketkafka.ordering.transactions`). What the listener sends through
+:attr:`PushConsumer.producer <rocketkafka.ordering.push_consumer.PushConsumer.producer>`, the
+retry copies and dead letters of its failures, and the offset after the run commit together,
+or not at all. This is Kafka Streams' and Parallel Consumer's transactional mode, with
+RocketMQ's ordering kept.
+
+- Each partition runs one batch at a time, in offset order, whatever the mode. A transaction
+  belongs to one partition's producer and commits that partition's offset, so two batches of
+  one partition cannot be open at once. Concurrent and key-ordered consumers keep their
+  semantics (key order holds a fortiori) and get their parallelism from partitions.
+- A listener's futures (orderly pipelining) are waited for inside the transaction. One that
+  fails aborts the run, and the run is tried again after the suspend time.
+- A message handled in an aborted transaction is handed to the listener again. Its sends
+  were aborted with it, so a read_committed reader sees the outputs of each message once.
+  Side effects outside Kafka are not covered: they happen once per try.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rocketkafka.errors import StateError
+from rocketkafka.exactly_once import transaction_producer, write_record
+from rocketkafka.message import Message
+from rocketkafka.ordering.lanes import Outcome, Run
+from rocketkafka.ordering.listening import ListenerHandler
+from rocketkafka.ordering.transactions import PartitionTransactions, TransactionalHandler
+from rocketkafka.queue_selectors import Selector
+from rocketkafka.sender import Sender
+
+
+def listener_in_transactions(handler: ListenerHandler, transactions: PartitionTransactions,
+                             suspend_ms: int) -> TransactionalHandler:
+    """``handler``'s runs, each inside a transaction; a failed listener future aborts the run for ``suspend_ms``."""
+    def run_in(run: Run, producer: Any, start: int) -> Outcome:
+        outcome = handler.handle_from(run, start)
+        if outcome.settled is not None:
+            try:
+                outcome.settled.result()  # its sends must be in before the commit
+            except Exception:  # noqa: BLE001 - the listener's failure: its run is tried again
+                return Outcome(0, None, suspend_ms)
+        return Outcome(outcome.handled, None, outcome.pause_ms)
+
+    return TransactionalHandler(run_in, transactions)
+
+
+class TransactionalSender:
+    """What a listener of an exactly-once consumer sends: written into the transaction of the message it handles.
+
+    ``sender()`` gives the consumer's :class:`~rocketkafka.sender.Sender` (it encodes the message and
+    looks up its topic). Messages are encoded as :class:`~rocketkafka.producer.Producer` encodes them.
+    Delays and selectors apply too.
+    """
+
+    def __init__(self, sender: Callable[[], Sender | None]) -> None:
+        self._sender = sender
+
+    def send(self, msg: Message, selector: Selector | None = None, arg: Any = None,
+             sharding_key: str | None = None) -> str:
+        """Send ``msg`` in the current transaction; returns its message id (the ack comes with the commit).
+
+        Raises:
+            StateError: called outside a listener call of an exactly-once consumer.
+            MessageError, TopicNotFoundError, SelectorError, DelayError: the message cannot be sent as given.
+        """
+        producer, sender = transaction_producer(), self._sender()
+        if producer is None or sender is None:
+            raise StateError("send() of an exactly-once consumer's producer works only inside its listener: "
+                             "what it sends commits with the message being handled")
+        record = sender.prepare(msg, selector, arg, sharding_key=sharding_key)
+        write_record(producer, record)
+        return record.msg_id
