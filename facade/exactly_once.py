@@ -114,8 +114,8 @@ def _left(deadline: float) -> float:
     return max(0.1, deadline - time.monotonic())
 
 
-def require_exactly_once(settings: Settings, what: str) -> None:
-    """Refuse ``exactly_once=True`` for ``what`` unless the broker hides aborted records (asked once per broker).
+def require_exactly_once(settings: Settings, what: str, option: str = "exactly_once") -> None:
+    """Refuse ``option=True`` for ``what`` unless the broker hides aborted records (asked once per broker).
 
     Raises:
         ConfigError: the broker does not hide aborted records, or its transactions fail (the message says which).
@@ -127,8 +127,8 @@ def require_exactly_once(settings: Settings, what: str) -> None:
             log.info("exactly-once probe of %s: %s", servers, _verdicts[servers] or "aborted records are hidden")
         why_not = _verdicts[servers]
     if why_not is not None:
-        raise ConfigError(f"{what}: exactly_once=True needs a broker whose read_committed readers skip aborted "
-                          f"records, and the broker at {servers} does not: {why_not}. Start it without exactly_once "
+        raise ConfigError(f"{what}: {option}=True needs a broker whose read_committed readers skip aborted "
+                          f"records, and the broker at {servers} does not: {why_not}. Start it without {option} "
                           "(at-least-once)")
 
 

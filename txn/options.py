@@ -45,7 +45,8 @@ class TransactionOptions(BaseModel):
             end-transactions against check-back answers; RocketMQ keeps halves 72 h).
         kafka_transactions: write real message + op record in one Kafka transaction. Needs a
             broker that implements transactions fully and checkers reading ``read_committed``
-            (Tansu commits but does not hide aborted records: keep it off there). The
+            (``start()`` refuses it on a broker whose read_committed readers see aborted records:
+            Tansu). The
             ``transactional.id`` is ``<group>.<check.instance_name>``: give ``check`` a stable
             ``instance_name`` so a restarted producer fences its predecessor's open transaction.
     """

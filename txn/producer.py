@@ -24,6 +24,7 @@ from typing import Any, cast
 
 from rocketkafka.config import Settings
 from rocketkafka.errors import StateError
+from rocketkafka.exactly_once import require_exactly_once
 from rocketkafka.logs import message_fields
 from rocketkafka.message import ConsumeStatus, Message, MessageExt, SendResult, require_message
 from rocketkafka.names import Header, check_group_name
@@ -111,6 +112,9 @@ class TransactionMQProducer(Producer):
         o, topics = self.options, self.settings.topics
         opened: list[Callable[[], Any]] = []
         try:
+            if o.kafka_transactions:  # first: a refusal leaves nothing behind
+                require_exactly_once(self.settings, f"transaction producer of group {self.group_id}",
+                                     "kafka_transactions")
             self._sender = Sender(self.settings, self._producer_config, self.group_id, send_timeout=self.send_timeout)
             opened.append(self._sender.close)
             provision(self._sender.admin, topics, o.half_partitions, o.check_partitions, self.group_id)

@@ -7,7 +7,6 @@ the transaction id, the same whichever path wrote it.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -15,43 +14,23 @@ import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
 from rocketkafka import Message, PushConsumer
 from rocketkafka.headers import header_map
 from rocketkafka.names import Header
-from rocketkafka.testing.reading import committed_offsets
 from rocketkafka.ordering.idempotent import IdempotentConsumer
 from rocketkafka.txn import TransactionStatus
-from tests.txn.conftest import FAST_CHECKER, FAST_MEMBERSHIP, Store, tx_ids, wait_until
+from tests.txn.conftest import FAST_MEMBERSHIP, Store, tx_ids, wait_until
+from tests.txn.processes import ROOT, Checkers, all_halves_decided, environment, half_ends
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 COMMIT, ROLLBACK, UNKNOWN = TransactionStatus.COMMIT, TransactionStatus.ROLLBACK, TransactionStatus.UNKNOWN
-ROOT = Path(__file__).resolve().parents[2]
 #: Scan interval with 10k transactions: RocketMQ scans every 60 s for a 6 s timeout; at 0.5 s
 #: thousands of open transactions would be asked for twice a second on this 2-core machine.
 SCAN_10K_MS = 1500
-
-
-def _env(settings) -> dict[str, str]:
-    return {**os.environ, **settings.environment()}
-
-
-def _half_ends(read_topic, topic: str) -> dict[int, int]:
-    ends: dict[int, int] = {}
-    for r in read_topic(topic, 60):
-        ends[r.partition()] = max(ends.get(r.partition(), 0), r.offset() + 1)
-    return ends
-
-
-def _all_halves_decided(settings, read_topic, partitions: int) -> bool:
-    ends = _half_ends(read_topic, settings.topics.half())
-    committed = committed_offsets(settings.bootstrap_servers, settings.topics.txn_checker_group(),
-                                  settings.topics.half(), partitions)
-    return all(committed[p] >= end for p, end in ends.items())
 
 
 def _send_all(producer, topic: str, n: int, execute, threads: int = 64) -> list:
@@ -66,7 +45,7 @@ def test_producer_killed_between_half_and_end_is_answered_by_another_producer(rk
     store = Store()
     survivor = make_producer("pg", store.check)  # same group: shares the check requests with the child
     child = subprocess.Popen([sys.executable, "-m", "tests.txn.child_producer", "pg", topic, "4"], cwd=ROOT,
-                             env=_env(rk_settings), stdout=subprocess.PIPE, text=True)
+                             env=environment(rk_settings), stdout=subprocess.PIPE, text=True)
     try:
         ids = [child.stdout.readline().strip() for _ in range(4)]
         assert all(ids), "the child did not store its halves"
@@ -80,7 +59,7 @@ def test_producer_killed_between_half_and_end_is_answered_by_another_producer(rk
     make_checker()
     assert wait_until(lambda: all(store.checks[t] for t in ids), 40)  # the survivor answered every check
     assert wait_until(lambda: sorted(tx_ids(read_topic(topic))) == sorted(ids[:2]), 20)
-    assert wait_until(lambda: _all_halves_decided(rk_settings, read_topic, 4), 20)
+    assert wait_until(lambda: all_halves_decided(rk_settings, read_topic, 4), 20)
     assert Counter(tx_ids(read_topic(topic))) == {ids[0]: 1, ids[1]: 1}
     assert survivor.group_id == "pg"
 
@@ -119,21 +98,9 @@ def test_checker_killed_and_restarted_mid_run_ends_10k_transactions_correctly(rk
     topic = rk_topic(partitions=4)
     plan = _Plan()
     producer = make_producer("pg", plan.check, half_partitions=partitions)
-    flags = [f"--{k.replace('_', '-')}={v}" for k, v in {
-        "timeout_ms": 1000, "interval_ms": SCAN_10K_MS, "max_checks": 50, "half_partitions": partitions,
-        **{k: v for k, v in FAST_CHECKER.items() if k.startswith(("lock_", "heartbeat", "member"))}}.items()]
-    checkers: list[subprocess.Popen] = []
-
-    def spawn() -> subprocess.Popen:
-        log = open(tmp_path / f"checker{len(checkers)}.log", "w")
-        proc = subprocess.Popen([sys.executable, "-m", "rocketkafka.tools.cli", "txn-checker", *flags], cwd=ROOT,
-                                env=_env(rk_settings), stdout=log, stderr=log)
-        checkers.append(proc)
-        return proc
-
-    def kill(proc: subprocess.Popen) -> None:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
+    checkers = Checkers(rk_settings, tmp_path, timeout_ms=1000, interval_ms=SCAN_10K_MS, max_checks=50,
+                        half_partitions=partitions)
+    spawn, kill = checkers.spawn, checkers.kill
 
     def requests() -> int:
         return len(read_topic(rk_settings.topics.check_request("pg"), 60))
@@ -150,13 +117,11 @@ def test_checker_killed_and_restarted_mid_run_ends_10k_transactions_correctly(rk
         third = spawn()
         results = sender.result(180)
         assert wait_until(lambda: set(tx_ids(read_topic(topic, 60))) >= plan.committed(), 120)
-        assert wait_until(lambda: _all_halves_decided(rk_settings, read_topic, partitions), 60)
+        assert wait_until(lambda: all_halves_decided(rk_settings, read_topic, partitions), 60)
         third.send_signal(signal.SIGTERM)
         assert third.wait(30) == 0  # SIGTERM: finish, commit, exit
     finally:
-        for proc in checkers:
-            if proc.poll() is None:
-                proc.kill()
+        checkers.close()
     assert len(results) == n and len(plan.kind) == n
     seen = Counter(tx_ids(read_topic(topic, 60)))
     records = read_topic(topic, 60)
@@ -219,8 +184,8 @@ def test_ten_thousand_pending_halves_keep_progress_moving_with_bounded_memory(rk
         landed = set(tx_ids(read_topic(topic, 60)))
         pytest.fail(f"after 120 s {len(expected - landed)} of {len(expected)} committed messages missing, "
                     f"{len(landed - expected)} unexpected; checker {checker.stats()}")
-    assert wait_until(lambda: _all_halves_decided(rk_settings, read_topic, partitions), 60), \
-        (_half_ends(read_topic, rk_settings.topics.half()), checker.stats())
+    assert wait_until(lambda: all_halves_decided(rk_settings, read_topic, partitions), 60), \
+        (half_ends(read_topic, rk_settings.topics.half()), checker.stats())
     stats = checker.stats()
     # memory: fetching pauses at the limit; at most one fetch batch (1000) lands on top per partition
     assert stats.peak_buffered_halves <= partitions * (limit + 1000), stats

@@ -14,8 +14,11 @@ import pytest
 from rocketkafka import Message, MessageError, PushConsumer, TopicNotFoundError
 from rocketkafka.headers import header_map
 from rocketkafka.names import Header
-from rocketkafka.txn import TransactionListenerError, TransactionMessageError
-from tests.txn.conftest import COMMIT, FAST_MEMBERSHIP, ROLLBACK, UNKNOWN, Store, tx_ids, wait_until
+from rocketkafka.errors import ConfigError
+from rocketkafka.testing.capabilities import Capability
+from rocketkafka.txn import TransactionListenerError, TransactionMessageError, TransactionMQProducer
+from tests.txn.conftest import COMMIT, FAST_MEMBERSHIP, ROLLBACK, UNKNOWN, Store, fast_producer_options, tx_ids, \
+    wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -43,6 +46,15 @@ def test_commit_reaches_a_consumer_once_with_the_transaction_id(rk_settings, rk_
     assert got.get_property(Header.TRANSACTION_ID) == result.transaction_id
     assert got.get_property(Header.TRANSACTION) is None and got.get_property(Header.REAL_TOPIC) is None
     assert len(read_topic(rk_settings.topics.check_request("pg"))) == 0
+
+
+def test_kafka_transactions_are_refused_where_aborted_records_show(rk_backend, rk_settings):
+    if rk_backend.missing(Capability.HIDE_ABORTED) is None:
+        pytest.skip(f"the broker at {rk_settings.bootstrap_servers} hides aborted records")
+    producer = TransactionMQProducer("pg", Store().check, settings=rk_settings,
+                                     options=fast_producer_options(kafka_transactions=True))
+    with pytest.raises(ConfigError, match="kafka_transactions=True needs a broker whose read_committed"):
+        producer.start()
 
 
 def test_rollback_is_never_visible(rk_settings, rk_topic, make_producer, make_checker, read_topic):
@@ -219,6 +231,7 @@ def test_bad_input_raises_and_writes_nothing(rk_settings, rk_topic, make_produce
     assert read_topic(topic) == []
 
 
+@pytest.mark.rk_needs("hide-aborted")
 def test_kafka_transactions_mode_writes_real_and_op_together(rk_settings, rk_topic, make_producer, make_checker,
                                                              read_topic):
     topic = rk_topic(partitions=2)
