@@ -113,3 +113,13 @@ def test_recovery_time_is_the_extra_wait_of_messages_sent_during_the_fault():
 def test_latency_buckets_follow_openchaos_bounds():
     assert latency_buckets([0.5, 1, 3, 10, 50, 999, 3000, 3001]) == {
         "<=1ms": 2, "<=5ms": 1, "<=10ms": 1, "<=100ms": 1, "<=1000ms": 1, "<=3000ms": 1, ">3000ms": 1}
+
+
+def test_a_duplicate_in_the_exactly_once_output_fails_the_run():
+    msgs = sent("exactly-once", 10)
+    output = on_time(msgs)
+    assert run("exactly-once", msgs, output).passed
+    twice = output + [output[3]]
+    v = run("exactly-once", msgs, twice)
+    assert not v.passed and v.kinds["exactly-once"].duplicateMessageCountBeforeHelper == 1
+    assert "exactly-once: 1 duplicates in the output" in v.violations

@@ -9,12 +9,15 @@ from pydantic import BaseModel, Field
 
 
 class Kind(str, enum.Enum):
-    """The four kinds of traffic; each has its own topic and consumer group."""
+    """The kinds of traffic; each has its own topic and consumer group."""
 
     ORDERLY = "orderly"  # partition-ordered (RocketMQ MessageListenerOrderly)
     KEYED = "keyed"  # key-ordered (DDMQ): same key serial, other keys concurrent
     DELAYED = "delayed"  # deliver-at times through the delay forwarders
     TXN = "txn"  # transactional: COMMIT, ROLLBACK, and UNKNOWN resolved by check-back
+    # consume -> produce in Kafka transactions (PushConsumer(exactly_once=True), orderly): judged on the output
+    # topic as a read_committed reader sees it; only on a broker that hides aborted records
+    EXACTLY_ONCE = "exactly-once"
 
 
 class Fault(str, enum.Enum):
@@ -46,7 +49,10 @@ class ChaosPlan(BaseModel):
     seed: int = 1
     run_id: str = Field(default_factory=lambda: uuid.uuid4().hex[:8])
     rates: dict[Kind, float] = Field(default_factory=lambda: {Kind.ORDERLY: 100.0, Kind.KEYED: 100.0,
-                                                              Kind.DELAYED: 40.0, Kind.TXN: 20.0})
+                                                              Kind.DELAYED: 40.0, Kind.TXN: 20.0,
+                                                              Kind.EXACTLY_ONCE: 40.0})
+    kinds: list[Kind] = Field(default_factory=lambda: list(Kind), description="the kinds of traffic run (the "
+                              "exactly-once kind is dropped on a broker whose readers see aborted records)")
     sharding_keys: int = Field(32, ge=1, description="order keys of the orderly and key-ordered traffic")
     partitions: int = Field(8, ge=1)
     consumers_per_kind: int = Field(2, ge=1)
@@ -83,6 +89,11 @@ class ChaosPlan(BaseModel):
 
     def topic(self, kind: Kind) -> str:
         return f"chaos-{self.run_id}-{kind.value}"
+
+    @property
+    def output_topic(self) -> str:
+        """Where the exactly-once consumers send what they consume."""
+        return f"chaos-{self.run_id}-{Kind.EXACTLY_ONCE.value}-out"
 
     def group(self, kind: Kind) -> str:
         return f"chaos-{self.run_id}-{kind.value}-consumers"

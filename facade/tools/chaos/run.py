@@ -19,7 +19,7 @@ from rocketkafka.tools.chaos.nemesis import BrokerControl, Nemesis, RedisControl
 from rocketkafka.tools.chaos.plan import ChaosPlan, Fault, Kind
 from rocketkafka.tools.chaos.processes import Managed, child_environment, python_module
 from rocketkafka.tools.chaos.traffic import Traffic
-from rocketkafka.tools.chaos.verdict import Verdict, judge
+from rocketkafka.tools.chaos.verdict import Verdict, judge, output_calls
 from rocketkafka.tools.chaos.worker import WorkerSpec
 from rocketkafka.config import Settings
 from rocketkafka.testing.broker_probes import probe_add_partitions
@@ -42,11 +42,15 @@ def run_chaos(base: Settings, plan: ChaosPlan, out: Path, redis: RedisControl | 
     settings = base.model_copy(update={"topic_prefix": f"{base.topic_prefix}.chaos-{plan.run_id}",
                                        "redis_prefix": f"{base.redis_prefix}:chaos-{plan.run_id}",
                                        "delay": delay_config})  # the traffic's delayed sends use the forwarders' levels
-    TopicAdmin(settings).create_many({plan.topic(k): plan.partitions for k in Kind})
+    skipped_kinds = _drop_unsupported_kinds(settings, plan, say)
+    topics = {plan.topic(k): plan.partitions for k in plan.kinds}
+    if Kind.EXACTLY_ONCE in plan.kinds:
+        topics[plan.output_topic] = plan.partitions
+    TopicAdmin(settings).create_many(topics)
     say(f"chaos run {plan.run_id}: {plan.duration:.0f} s of traffic, a fault every {plan.fault_interval:.0f} s "
         f"({', '.join(f.value for f in plan.faults)}); output in {out}")
 
-    consumers = [_consumer(settings, plan, kind, i, out) for kind in Kind for i in range(plan.consumers_per_kind)]
+    consumers = [_consumer(settings, plan, kind, i, out) for kind in plan.kinds for i in range(plan.consumers_per_kind)]
     forwarders = [_forwarder(settings, plan, i, out) for i in range(plan.forwarders)]
     checker = _checker(settings, plan, out)
     services = [*consumers, *forwarders, checker]
@@ -87,11 +91,15 @@ def run_chaos(base: Settings, plan: ChaosPlan, out: Path, redis: RedisControl | 
         for s in services:
             s.stop()
     traffic.log.save(out / "traffic.jsonl")
-    delivered, handled = _histories(out, "delivered"), _histories(out, "handled")
+    delivered, handled = _histories(plan, out, "delivered"), _histories(plan, out, "handled")
+    if Kind.EXACTLY_ONCE in plan.kinds:  # what a read_committed reader of the output sees: both views
+        delivered[Kind.EXACTLY_ONCE.value] = handled[Kind.EXACTLY_ONCE.value] = \
+            output_calls(settings.bootstrap_servers, plan.output_topic)
     verdict = judge(traffic.log.sent, traffic.log.failed, delivered, handled, nemesis.events, traffic_end)
     (out / "verdict.json").write_text(json.dumps({"plan": json.loads(plan.model_dump_json()), **verdict.as_dict(),
                                                   "trafficSeconds": round(traffic_seconds, 1),
-                                                  "faultsSkipped": nemesis.skipped}, indent=2))
+                                                  "faultsSkipped": nemesis.skipped,
+                                                  "kindsSkipped": skipped_kinds}, indent=2))
     return verdict
 
 
@@ -99,7 +107,8 @@ def _consumer(settings: Settings, plan: ChaosPlan, kind: Kind, index: int, out: 
     name = f"{kind.value}-{index}"
     spec = WorkerSpec(name=name, kind=kind, group=plan.group(kind), topic=plan.topic(kind),
                       settings=settings.model_dump(), options=plan.consumer_options(), directory=str(out),
-                      consuming_ttl_ms=plan.consuming_ttl_ms, slow_handler_ms=plan.slow_handler_ms)
+                      consuming_ttl_ms=plan.consuming_ttl_ms, slow_handler_ms=plan.slow_handler_ms,
+                      output=plan.output_topic if kind is Kind.EXACTLY_ONCE else None)
     clock = out / f"{name}.clock"  # the clock-jump fault writes the offset here (rocketkafka.testing.clock)
     clock.write_text("0\n")
     return Managed(name, f"consumer:{kind.value}", python_module("rocketkafka.tools.chaos.worker", spec.model_dump_json()),
@@ -136,12 +145,27 @@ def _checker(settings: Settings, plan: ChaosPlan, out: Path) -> Managed:
     return Managed("checker", "checker", argv, child_environment(settings.environment()), out, "running")
 
 
-def _histories(out: Path, view: str) -> dict[str, list[HandlerCall]]:
-    return {k.value: History.load(sorted(out.glob(f"{k.value}-*.{view}.jsonl"))) for k in Kind}
+def _drop_unsupported_kinds(settings: Settings, plan: ChaosPlan, say: Say) -> dict[str, str]:
+    """Take the exactly-once kind out of ``plan`` on a broker whose readers see aborted records; why, per kind."""
+    from rocketkafka.exactly_once import aborted_records_hidden
+
+    if Kind.EXACTLY_ONCE not in plan.kinds:
+        return {}
+    why_not = aborted_records_hidden(settings)
+    if why_not is None:
+        return {}
+    plan.kinds = [k for k in plan.kinds if k is not Kind.EXACTLY_ONCE]
+    say(f"the exactly-once workload is skipped: the broker at {settings.bootstrap_servers} cannot keep it ({why_not})")
+    return {Kind.EXACTLY_ONCE.value: why_not}
+
+
+def _histories(plan: ChaosPlan, out: Path, view: str) -> dict[str, list[HandlerCall]]:
+    return {k.value: History.load(sorted(out.glob(f"{k.value}-*.{view}.jsonl"))) for k in plan.kinds}
 
 
 def _handled_ids(out: Path) -> set[str]:
-    return {c.msg_id for calls in _histories(out, "handled").values() for c in calls}
+    return {c.msg_id for calls in (History.load(sorted(out.glob(f"{k.value}-*.handled.jsonl"))) for k in Kind)
+            for c in calls}
 
 
 def _progress(duration: float, out: Path, traffic: Traffic, say: Say, started: float,

@@ -99,9 +99,10 @@ class Traffic:
             Kind.KEYED: lambda: self._plain_sender(Kind.KEYED),
             Kind.DELAYED: lambda: self._plain_sender(Kind.DELAYED),
             Kind.TXN: self._txn_sender,
+            Kind.EXACTLY_ONCE: lambda: self._plain_sender(Kind.EXACTLY_ONCE),
         }
         for kind, make in senders.items():
-            rate = self.plan.rates.get(kind, 0)
+            rate = self.plan.rates.get(kind, 0) if kind in self.plan.kinds else 0
             if rate > 0:
                 t = threading.Thread(target=self._pace, args=(kind, rate, make), name=f"traffic-{kind.value}",
                                      daemon=True)

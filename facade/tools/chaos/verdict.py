@@ -6,6 +6,10 @@ application code the helper let run). ``atMostOnce`` / ``atLeastOnce`` /
 ``exactlyOnce`` are given for both; the run fails on loss, reorder (or a sharding
 key seen on two partitions, or two handlers of one key at once), an early delayed
 message or a visible rolled-back transaction.
+
+The exactly-once kind is judged on its output topic, as a read_committed reader sees it
+(:func:`output_calls`): both views are the output, no helper is involved, and a single
+duplicate fails the run.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from rocketkafka.testing.history import HandlerCall
 
 #: End-to-end latency buckets (ms), as OpenChaos reports them; the last bucket is "more".
 LATENCY_BUCKETS_MS = (1, 5, 10, 100, 1000, 3000)
-ORDERED_KINDS = ("orderly", "keyed")
+ORDERED_KINDS = ("orderly", "keyed", "exactly-once")
+EXACTLY_ONCE_KIND = "exactly-once"
 EXAMPLES = 10
 
 
@@ -68,6 +73,8 @@ class KindVerdict:
             bad.append(f"{self.kind}: {self.earlyDeliveryCount} delivered early")
         if self.rolledBackSeenCount:
             bad.append(f"{self.kind}: {self.rolledBackSeenCount} rolled-back messages seen")
+        if self.kind == EXACTLY_ONCE_KIND and self.duplicateMessageCountBeforeHelper:
+            bad.append(f"{self.kind}: {self.duplicateMessageCountBeforeHelper} duplicates in the output")
         return bad
 
 
@@ -102,6 +109,23 @@ class Verdict:
     def as_dict(self) -> dict[str, Any]:
         return {"passed": self.passed, "violations": self.violations, "total": self.total,
                 "kinds": {k: asdict(v) for k, v in self.kinds.items()}, "faults": [asdict(f) for f in self.faults]}
+
+
+def output_calls(bootstrap_servers: str, topic: str) -> list[HandlerCall]:
+    """The exactly-once kind's output topic read read_committed, as calls at their sources' places (the
+    ``source`` property: ``topic:partition:offset:id``), at the output record's time."""
+    from rocketkafka.testing.reading import read_all
+
+    calls = []
+    for record in read_all(bootstrap_servers, topic, timeout=60):
+        source = dict(record.headers() or []).get("source")
+        if source is None:
+            continue
+        source_topic, partition, offset, msg_id = source.decode().rsplit(":", 3)
+        at = record.timestamp()[1] / 1000
+        calls.append(HandlerCall("output", source_topic, int(partition), int(offset), msg_id,
+                                 record.key().decode() if record.key() else None, at, at))
+    return calls
 
 
 def judge(sent: Iterable[Sent], failed: Mapping[str, int], delivered: Mapping[str, list[HandlerCall]],

@@ -3,7 +3,9 @@
 Run as ``python -m rocketkafka.tools.chaos.worker '<json>'`` (see :class:`WorkerSpec`). Every
 delivery to the listener is recorded twice over: ``<name>.delivered.jsonl`` before the
 idempotent-consume helper (what RocketMQ's at-least-once delivery gives) and
-``<name>.handled.jsonl`` inside it (what the application's code ran). Prints ``ready``
+``<name>.handled.jsonl`` inside it (what the application's code ran). The exactly-once kind has no
+helper: its consumer sends each message on to the output topic in its Kafka transaction, and the
+verdict judges the output (:func:`rocketkafka.tools.chaos.verdict.output_calls`). Prints ``ready``
 once started; SIGTERM shuts down gracefully. SIGKILL and SIGSTOP are sent by the nemesis, and two
 more faults: ``SIGUSR1`` makes the next handler call take ``slow_handler_ms`` (longer than the lock
 lease), ``SIGUSR2`` jumps the process's wall clock (:mod:`rocketkafka.testing.clock`, when the
@@ -38,11 +40,12 @@ class WorkerSpec(BaseModel):
     directory: str
     consuming_ttl_ms: int
     handler_ms: float = 2.0
+    output: str | None = None  # the exactly-once kind: where each message is sent on, in the transaction
     slow_handler_ms: float = 4000.0  # SIGUSR1: the next handler call takes this long
 
 
 #: The order key of the orderly kinds; the others consume concurrently.
-ORDER_KEYS = {Kind.ORDERLY: "partition", Kind.KEYED: "key"}
+ORDER_KEYS = {Kind.ORDERLY: "partition", Kind.KEYED: "key", Kind.EXACTLY_ONCE: "partition"}
 
 
 def main(spec: WorkerSpec) -> None:
@@ -58,7 +61,8 @@ def main(spec: WorkerSpec) -> None:
     options = {**spec.options, "order_key": order_key} if order_key else dict(spec.options)
     options.setdefault("consume_from_where", "CONSUME_FROM_FIRST_OFFSET")  # a fresh topic: nothing sent may be missed
     consumer = PushConsumer(spec.group, settings=Settings(**spec.settings), orderly=order_key is not None,
-                            instance_name=f"{spec.name}@{os.getpid()}", **options)
+                            instance_name=f"{spec.name}@{os.getpid()}", exactly_once=spec.output is not None,
+                            **options)
     delivered = History(os.path.join(spec.directory, f"{spec.name}.delivered.jsonl"))
     handled = History(os.path.join(spec.directory, f"{spec.name}.handled.jsonl"))
     pause = spec.handler_ms / 1000
@@ -77,11 +81,20 @@ def main(spec: WorkerSpec) -> None:
             else:
                 time.sleep(pause)
 
-    once = IdempotentConsumer(consumer, application, consuming_ttl_ms=spec.consuming_ttl_ms)
+    if spec.output is not None:
+        once = None
+        send_on = _sent_on(consumer, spec.output)
 
-    def listener(msg):
-        with delivered.handler_call(spec.name, msg, key_of(msg)):
-            return once(msg)
+        def listener(msg):
+            with delivered.handler_call(spec.name, msg, key_of(msg)):
+                application(msg)
+                send_on(msg)
+    else:
+        once = IdempotentConsumer(consumer, application, consuming_ttl_ms=spec.consuming_ttl_ms)
+
+        def listener(msg):
+            with delivered.handler_call(spec.name, msg, key_of(msg)):
+                return once(msg)
 
     consumer.subscribe(spec.topic, listener)
     stop = threading.Event()
@@ -91,9 +104,23 @@ def main(spec: WorkerSpec) -> None:
     while not stop.wait(0.2):
         pass
     consumer.shutdown()
-    once.close()
+    if once is not None:
+        once.close()
     delivered.close()
     handled.close()
+
+
+def _sent_on(consumer, output: str):
+    """``send_on(msg)``: ``msg`` on to ``output`` in the consumer's transaction, naming its source
+    (``topic:partition:offset:id``), keyed by its key."""
+    from rocketkafka.message import Message
+
+    def send_on(msg) -> None:
+        key = msg.key.decode() if msg.key else str(msg.queue_id)
+        consumer.producer.send(Message(output, body=msg.body, keys=key, properties={
+            "source": f"{msg.topic}:{msg.queue_id}:{msg.queue_offset}:{msg.id}"}), sharding_key=key)
+
+    return send_on
 
 
 if __name__ == "__main__":
