@@ -29,6 +29,7 @@ the router replaces every delay header.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -36,7 +37,7 @@ from typing import Any
 from rocketkafka.deliveries import Ack, BatchAck
 from rocketkafka.delay.holds import HoldTimer
 from rocketkafka.delay.metrics import ForwarderMetrics
-from rocketkafka.errors import InvalidTopicNameError, TopicNotFoundError
+from rocketkafka.errors import InvalidTopicNameError, LockError, TopicNotFoundError
 from rocketkafka.logs import record_fields
 from rocketkafka.names import Header
 from rocketkafka.ordering.lanes import Outcome, Run
@@ -101,6 +102,8 @@ class ForwardHandler:
         partitions, fields, dead_letter = self._partitions, self._fields, self._dead_letter
         lateness: list[int] = []  # of the records delivered here; into the metrics once per batch
         now = now_ms()
+        if not run.still_ours():  # first: a process woken after a stall must not forward up to 63 records a try
+            return Outcome.not_ours(0)
         try:
             for i in range(start, end):
                 if i & 63 == 63:  # every 64 records: the clock, and whether the lock still holds
@@ -126,7 +129,7 @@ class ForwardHandler:
                     lateness.append(now - due)
                     continue
                 pause_ms = self._not_plain(kafka, tier, record, due, real_topic, real_partition, headers, kept, ack,
-                                           lateness, holds)
+                                           lateness, run.work if holds else None)
                 if pause_ms is not None:
                     return Outcome(i - start, ack.close(), pause_ms)
             return Outcome(end - start, ack.close())
@@ -136,15 +139,16 @@ class ForwardHandler:
 
     def _not_plain(self, kafka: Any, tier: Tier, record: Any, due: int, real_topic: str, real_partition: int,
                    headers: list[tuple[str, bytes | None]], kept: list[tuple[str, bytes | None]], ack: BatchAck,
-                   lateness: list[int], holds: bool) -> int | None:
+                   lateness: list[int], holding: Any) -> int | None:
         """A record that is not yet due or whose destination is not known yet: hop, hold, deliver or
-        dead-letter it; returns the pause (ms) when the partition must wait for it."""
+        dead-letter it; returns the pause (ms) when the partition must wait for it. ``holding``: the
+        partition (its lock validity) when records may be held, else ``None``."""
         now = now_ms()
         action: Wait | Hold | Hop | Deliver = DELIVER if due <= now else \
             self.tiers.decide(tier, record.timestamp()[1], due, now)
         if isinstance(action, Wait):
             return action.ms
-        if isinstance(action, Hold) and not holds:
+        if isinstance(action, Hold) and holding is None:
             return max(1, due - now)
         if isinstance(action, Hop):
             target = action.tier.topic
@@ -160,7 +164,7 @@ class ForwardHandler:
                 return None
         if isinstance(action, Hold):
             ack.follow(self.holds.add(due, partial(self._deliver, real_topic, real_partition, record.key(),
-                                                   record.value(), kept, due)))
+                                                   record.value(), kept, due, holding)))
             return None
         _send(kafka, real_topic, real_partition, record.key(), record.value(), kept, ack.track())
         lateness.append(now - due)
@@ -224,8 +228,19 @@ class ForwardHandler:
         return None
 
     def _deliver(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
-                 headers: list[tuple[str, bytes | None]], due: int) -> Ack:
-        """A held record's delivery, at its due time (the hold timer's thread)."""
+                 headers: list[tuple[str, bytes | None]], due: int, work: Any) -> Ack:
+        """A held record's delivery, at its due time (the hold timer's thread), while the partition's lock is valid.
+
+        A process stalled past its lock (SIGSTOP, a long pause) wakes with its held records all overdue:
+        the next owner forwards them from its committed offset, so delivering them here would only make
+        duplicates. Its ack fails, and nothing is committed.
+
+        Raises:
+            LockError: the lock passed while the record was held.
+        """
+        if work.revoked or time.monotonic() >= work.valid_until():
+            raise LockError(f"{work.topic}[{work.partition}]", "passed while a record was held; the next owner "
+                            "forwards it")
         ack = BatchAck()
         _send(self._kafka, topic, partition, key, value, headers, ack.track())
         self.metrics.on_forward(now_ms() - due)

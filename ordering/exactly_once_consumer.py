@@ -56,17 +56,20 @@ class TransactionalSender:
     Delays and selectors apply too.
     """
 
-    def __init__(self, sender: Callable[[], Sender | None]) -> None:
-        self._sender = sender
+    def __init__(self, sender: Callable[[], Sender | None], exactly_once: bool) -> None:
+        self._sender, self._exactly_once = sender, exactly_once
 
     def send(self, msg: Message, selector: Selector | None = None, arg: Any = None,
              sharding_key: str | None = None) -> str:
         """Send ``msg`` in the current transaction; returns its message id (the ack comes with the commit).
 
         Raises:
-            StateError: called outside a listener call of an exactly-once consumer.
+            StateError: the consumer is not exactly once, or called outside a call of its listener.
             MessageError, TopicNotFoundError, SelectorError, DelayError: the message cannot be sent as given.
         """
+        if not self._exactly_once:
+            raise StateError("this consumer is not exactly once: its producer sends nothing. Start it with "
+                             "exactly_once=True, or send with a Producer (at least once)")
         producer, sender = transaction_producer(), self._sender()
         if producer is None or sender is None:
             raise StateError("send() of an exactly-once consumer's producer works only inside its listener: "

@@ -128,7 +128,7 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
         self.exactly_once = exactly_once
         self._transactions: PartitionTransactions | None = None
         #: Sends from inside the listener of an exactly-once consumer: they commit with the handled message.
-        self.producer = TransactionalSender(lambda: self._sender)
+        self.producer = TransactionalSender(lambda: self._sender, exactly_once)
         self._strategy = allocation_strategy
         # its retry topic is set at start (group and prefix final then)
         self._subscriptions = Subscriptions(None)

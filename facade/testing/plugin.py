@@ -49,7 +49,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "rk_needs(*capabilities): backend capabilities the test needs "
                                        "(see rocketkafka.testing.capabilities.Capability); skipped where missing")
-    config.addinivalue_line("markers", "multi_broker: needs a cluster of 3+ brokers (set by rk_needs('multi-broker'))")
+    config.addinivalue_line("markers", "multi_broker: picked by the 3-node cluster run (-m multi_broker): tests that "
+                                       "need 3+ brokers (set by rk_needs('multi-broker')), and tests marked to hold "
+                                       "on a cluster as well as on one node")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -50,6 +50,9 @@ def test_the_transactional_producer_refuses_a_send_outside_the_listener():
                             exactly_once=True)
     with pytest.raises(StateError, match="only inside its listener"):
         consumer.producer.send(Message("out", body=b"x"))
+    plain = PushConsumer("g", {"bootstrap.servers": "127.0.0.1:1"}, redis_urls=["redis://127.0.0.1:1"])
+    with pytest.raises(StateError, match="not exactly once"):
+        plain.producer.send(Message("out", body=b"x"))
 
 
 def test_exactly_once_is_refused_on_a_broker_whose_readers_see_aborted_records(rk_backend, rk_settings, rk_topic,
@@ -75,6 +78,7 @@ def _outputs(settings, topic: str) -> list[HandlerCall]:
     return calls
 
 
+@pytest.mark.multi_broker  # and again on the 3-node cluster
 @pytest.mark.slow
 @pytest.mark.rk_needs("hide-aborted")
 @pytest.mark.parametrize("mode", list(MODES))

@@ -172,6 +172,23 @@ def delay_cmd(rate: int, duration: float, levels: str, due_count: int, partition
         print_delay_result(result, click.echo)
 
 
+@bench.command("exactly-once")
+@click.option("--due-count", default=50_000, show_default=True, help="already-due records per forwarder figure")
+@click.option("--count", default=50_000, show_default=True, help="records per consume -> produce figure")
+@click.option("--rate", default=500, show_default=True, help="messages per second of the lateness and latency figures")
+@click.option("--seconds", default=20.0, show_default=True, help="seconds of sending per lateness/latency figure")
+@click.option("--rounds", default=3, show_default=True, type=click.IntRange(1), help="interleaved rounds")
+@click.option("--batch", default=64, show_default=True, help="the consumer's consume_batch_size (a transaction each)")
+def exactly_once_cmd(due_count: int, count: int, rate: int, seconds: float, rounds: int, batch: int) -> None:
+    """The cost of exactly once: forwarder and consumer throughput and latency, at least once beside it."""
+    from rocketkafka.tools.bench.exactly_once import bench_exactly_once
+
+    with bench_settings() as settings:
+        print_rows(bench_exactly_once(settings, due_count=due_count, count=count, rate=rate, seconds=seconds,
+                                      rounds=rounds, batch=batch, log=click.echo),
+                   f"exactly once: {rounds} rounds, consumer batches of {batch}", click.echo)
+
+
 class _LazySparkBench(click.Command):
     """``bench spark`` lives in the spark package; importing pyspark only when it runs keeps other benches light."""
 

@@ -146,11 +146,11 @@ def bench_delay(settings: Settings, *, rate: int = 2000, duration: float = 60.0,
 def _lateness(settings: Settings, result: DelayBenchResult, rate: int, duration: float, levels: str,
               partitions: int, log) -> None:
     config = DelayConfig(levels=levels, partitions=partitions)
-    run = _fresh(settings, "lat").model_copy(update={"delay": config})
+    run = fresh_settings(settings, "lat").model_copy(update={"delay": config})
     topic = f"bench-delay-{uuid.uuid4().hex[:6]}"
     TopicAdmin(run).create(topic, partitions=8)
-    forwarder = _ForwarderProcess(run, config, "lateness")
-    receiver = _Receiver(run.bootstrap_servers, topic, 8)
+    forwarder = ForwarderProcess(run, config, "lateness")
+    receiver = Receiver(run.bootstrap_servers, topic, 8)
     try:
         with Producer("bench-delay", settings=run) as producer:
             probe = Message(topic, body=b"probe", delay_time_level=1)
@@ -186,12 +186,12 @@ def _lateness(settings: Settings, result: DelayBenchResult, rate: int, duration:
     if late:
         late.sort()
         forwarding.sort()
-        result.p50_ms, result.p99_ms, result.max_ms = _pct(late, 0.5), _pct(late, 0.99), late[-1]
-        result.forward_p50_ms, result.forward_p99_ms = _pct(forwarding, 0.5), _pct(forwarding, 0.99)
+        result.p50_ms, result.p99_ms, result.max_ms = percentile(late, 0.5), percentile(late, 0.99), late[-1]
+        result.forward_p50_ms, result.forward_p99_ms = percentile(forwarding, 0.5), percentile(forwarding, 0.99)
     for level, values in sorted(per_level.items()):
         values.sort()
         result.per_level[f"level {level} ({format_duration(config.level_ms(level))})"] = (
-            len(values), _pct(values, 0.5), _pct(values, 0.99))
+            len(values), percentile(values, 0.5), percentile(values, 0.99))
 
 
 def _send(producer: Producer, topic: str, config: DelayConfig, rate: int, duration: float) -> dict[str, tuple[int, int]]:
@@ -257,7 +257,7 @@ def _raw_latency(settings: Settings, rate: int, seconds: float) -> tuple[float, 
     thread.join(60)
     consumer.close()
     latencies.sort()
-    return (_pct(latencies, 0.5), _pct(latencies, 0.99)) if latencies else (0.0, 0.0)
+    return (percentile(latencies, 0.5), percentile(latencies, 0.99)) if latencies else (0.0, 0.0)
 
 
 # -- part 2: throughput for already-due records ----------------------------------------------
@@ -276,7 +276,7 @@ def _throughput(settings: Settings, result: DelayBenchResult, count: int, partit
 def _throughput_round(settings: Settings, count: int, partitions: int, log, forwarders: int = 1,
                       rounds: int = 3) -> tuple[float, float]:
     config = DelayConfig(levels="1s", partitions=partitions)
-    run = _fresh(settings, "thr").model_copy(update={"delay": config})
+    run = fresh_settings(settings, "thr").model_copy(update={"delay": config})
     admin = TopicAdmin(run)
     real, piped = f"bench-real-{uuid.uuid4().hex[:6]}", f"bench-pipe-{uuid.uuid4().hex[:6]}"
     admin.create_many({real: 8, piped: 8})
@@ -293,9 +293,9 @@ def _throughput_round(settings: Settings, count: int, partitions: int, log, forw
         log(f"throughput: {count:,} due records on {level1} ({admin.partitions(level1)} partitions), "
             f"raw pipe then a forwarder process, {rounds} rounds")
     pipe_rate = _pipe(run, level1, piped, count)
-    processes = [_ForwarderProcess(run, config, f"throughput-{i}") for i in range(forwarders)]
+    processes = [ForwarderProcess(run, config, f"throughput-{i}") for i in range(forwarders)]
     try:
-        return pipe_rate, _output_rate(run.bootstrap_servers, real, 8, count, timeout=120 + count / 2000)
+        return pipe_rate, output_rate(run.bootstrap_servers, real, 8, count, timeout=120 + count / 2000)
     finally:
         for process in processes:
             process.stop()
@@ -308,7 +308,7 @@ def _pipe(settings: Settings, source: str, target: str, count: int) -> float:
     proc = subprocess.Popen([sys.executable, "-m", "rocketkafka.tools.bench.delay", source, str(partitions), target,
                              str(count)], cwd=_REPO, env={**os.environ, **settings.environment()})
     try:
-        return _output_rate(settings.bootstrap_servers, target, 8, count, timeout=60 + count / 2000)
+        return output_rate(settings.bootstrap_servers, target, 8, count, timeout=60 + count / 2000)
     finally:
         try:
             proc.wait(60)
@@ -342,7 +342,7 @@ def run_pipe(settings: Settings, source: str, partitions: int, target: str, coun
         consumer.close()
 
 
-def _output_rate(bootstrap: str, topic: str, partitions: int, count: int, timeout: float) -> float:
+def output_rate(bootstrap: str, topic: str, partitions: int, count: int, timeout: float) -> float:
     """Records per second over the span of the first ``count`` output records' timestamps (waits for them)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rate-{uuid.uuid4().hex}",
                          "enable.auto.commit": False, "fetch.wait.max.ms": 10})
@@ -362,20 +362,24 @@ def _output_rate(bootstrap: str, topic: str, partitions: int, count: int, timeou
 
 
 # -- helpers -----------------------------------------------------------------------------------
-def _fresh(settings: Settings, tag: str) -> Settings:
+def fresh_settings(settings: Settings, tag: str) -> Settings:
     prefix = f"rkbench{tag}{uuid.uuid4().hex[:6]}"
     return settings.model_copy(update={"topic_prefix": prefix, "redis_prefix": prefix})
 
 
-def _pct(ordered: list[float], p: float) -> float:
+def percentile(ordered: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
 
 
-class _ForwarderProcess:
-    def __init__(self, settings: Settings, config: DelayConfig, name: str) -> None:
+class ForwarderProcess:
+    """``rocketkafka delay-forwarder`` in a process of its own, logging to a temporary file."""
+
+    def __init__(self, settings: Settings, config: DelayConfig, name: str, exactly_once: bool = False) -> None:
         from rocketkafka.tools.forwarder_cli import forwarder_environment
 
         env = forwarder_environment(settings.model_copy(update={"delay": config}), BENCH_CONSUMER_OPTIONS)
+        if exactly_once:
+            env["ROCKETKAFKA_FORWARDER_EXACTLY_ONCE"] = "true"
         self._log = _tempfile(name)
         self.proc = subprocess.Popen([sys.executable, "-m", "rocketkafka.tools.cli", "delay-forwarder"], cwd=_REPO, env=env,
                                      stdout=self._log, stderr=subprocess.STDOUT)
@@ -400,7 +404,7 @@ def _tempfile(name: str):
     return tempfile.NamedTemporaryFile(prefix=f"rk-bench-{name}-", suffix=".log", delete=False)
 
 
-class _Receiver:
+class Receiver:
     """Records (receive time, message id, record timestamp) of everything arriving on a topic."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
