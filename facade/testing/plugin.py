@@ -25,6 +25,7 @@ Marker:
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -46,19 +47,32 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="where the broker and Redis come from [ROCKETKAFKA_TEST_BACKEND, else embedded]")
 
 
+#: Why a nemesis test skips beside other workers. Its SIGKILLs, SIGSTOPs past a lease and bounded waits
+#: measure the machine when three other workers share its two cores: in one such run two of six exactly-once
+#: nemesis tests missed their bounds (a message 60 s late, an output not complete in 120 s), and all passed alone.
+NEMESIS_ALONE = ("a nemesis test runs alone, not beside other workers: pytest -m nemesis -n 0 "
+                 "(.ci/run has this pass, on Apache Kafka)")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "rk_needs(*capabilities): backend capabilities the test needs "
                                        "(see rocketkafka.testing.capabilities.Capability); skipped where missing")
+    config.addinivalue_line("markers", "nemesis: kills and stops processes and judges exactly-once timing; runs "
+                                       "alone (-m nemesis -n 0), skipped with the reason beside other workers")
     config.addinivalue_line("markers", "multi_broker: picked by the 3-node cluster run (-m multi_broker): tests that "
                                        "need 3+ brokers (set by rk_needs('multi-broker')), and tests marked to hold "
                                        "on a cluster as well as on one node")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test that needs a multi-node cluster ``multi_broker``, so a run can pick them (``-m multi_broker``)."""
+    """Mark each test that needs a multi-node cluster ``multi_broker``, so a run can pick them (``-m multi_broker``),
+    and skip the ``nemesis`` tests in a run of several workers (:data:`NEMESIS_ALONE`)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
     for item in items:
         if any("multi-broker" in marker.args for marker in item.iter_markers("rk_needs")):
             item.add_marker(pytest.mark.multi_broker)
+        if workers > 1 and item.get_closest_marker("nemesis") is not None:
+            item.add_marker(pytest.mark.skip(reason=NEMESIS_ALONE))
 
 
 @pytest.fixture(autouse=True)

@@ -58,6 +58,7 @@ def test_the_command_refuses_exactly_once_with_one_line(rk_backend, rk_settings)
         "read_committed readers see aborted records. Start it without exactly_once (at-least-once)"]
 
 
+@pytest.mark.nemesis
 @pytest.mark.multi_broker  # and again on the 3-node cluster
 @pytest.mark.slow
 @pytest.mark.rk_needs("hide-aborted")
@@ -82,6 +83,7 @@ def test_sigkilled_forwarders_forward_each_message_once(rk_settings, rk_topic, d
     _assert_each_once(counts, ids, "SIGKILL")
 
 
+@pytest.mark.nemesis
 @pytest.mark.multi_broker  # and again on the 3-node cluster
 @pytest.mark.slow
 @pytest.mark.rk_needs("hide-aborted")

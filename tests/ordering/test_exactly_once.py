@@ -78,6 +78,7 @@ def _outputs(settings, topic: str) -> list[HandlerCall]:
     return calls
 
 
+@pytest.mark.nemesis
 @pytest.mark.multi_broker  # and again on the 3-node cluster
 @pytest.mark.slow
 @pytest.mark.rk_needs("hide-aborted")

@@ -57,6 +57,7 @@ class Child:
         self.proc.wait(10)
 
 
+@pytest.mark.nemesis
 @pytest.mark.multi_broker  # and again on the 3-node cluster
 def test_each_committed_transaction_is_visible_once_through_producer_and_checker_kills(
         rk_backend, rk_settings, rk_topic, make_producer, read_topic, tmp_path):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from rocketkafka.tools.chaos.plan import ChaosPlan, Fault
+from rocketkafka.tools.chaos.plan import ChaosPlan, Fault, Kind
 
 
 @click.command("chaos")
@@ -22,10 +22,13 @@ from rocketkafka.tools.chaos.plan import ChaosPlan, Fault
               help="run on a private embedded stack of this broker (kafka: Apache Kafka, which adds the kill-broker "
                    "fault) even when ROCKETKAFKA_BOOTSTRAP_SERVERS names a cluster [the given cluster, else tansu]")
 @click.option("--nodes", default=1, show_default=True, type=click.IntRange(1, 5), help="broker nodes (kafka only)")
+@click.option("--exactly-once", "exactly_once", is_flag=True,
+              help="add the exactly-once workload: consume -> produce in Kafka transactions, judged on its output "
+                   "(a broker that hides aborted records only; left out, saying why, elsewhere)")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="output directory [chaos-results/<time>-<run id>]")
 def chaos(duration: float, fault_interval: float, faults: str, seed: int, rate_scale: float, broker: str | None,
-          nodes: int, out: Path | None) -> None:
+          nodes: int, exactly_once: bool, out: Path | None) -> None:
     """Run orderly, key-ordered, delayed and transactional traffic while killing, stopping and restarting
     consumers, forwarders, the checker and Redis nodes, pausing the broker and a Redis majority, slowing a
     handler past its lock lease, jumping a consumer's clock and adding partitions (where the broker can);
@@ -40,6 +43,8 @@ def chaos(duration: float, fault_interval: float, faults: str, seed: int, rate_s
     except ValueError as exc:
         raise click.BadParameter(f"{exc}; known faults: {', '.join(f.value for f in Fault)}", param_hint="--faults")
     plan = ChaosPlan(duration=duration, fault_interval=fault_interval, faults=chosen, seed=seed)
+    if exactly_once:
+        plan.kinds.append(Kind.EXACTLY_ONCE)
     plan.rates = {kind: rate * rate_scale for kind, rate in plan.rates.items()}
     out = out or Path("chaos-results") / f"{time.strftime('%Y%m%d-%H%M%S')}-{plan.run_id}"
     with given_or_embedded(say=click.echo, broker=broker, broker_nodes=nodes) as (settings, stack):

@@ -57,6 +57,9 @@ class KindVerdict:
     concurrentSameKeyHandlers: int | None = None  # after the helper: two handlers of one key at once
     earlyDeliveryCount: int | None = None  # delayed: delivered before the due time
     rolledBackSeenCount: int | None = None  # transactions: a rolled-back message reached a handler
+    # exactly-once: output records beyond the first of one source record (an id the producer wrote at two
+    # offsets is two source records: the input's duplicate, not the transaction's)
+    duplicateRecordCount: int | None = None
     latencyBuckets: dict[str, int] = field(default_factory=dict)  # first delivery - born (delayed: - due)
     latencyP50Ms: float | None = None
     latencyP99Ms: float | None = None
@@ -73,8 +76,8 @@ class KindVerdict:
             bad.append(f"{self.kind}: {self.earlyDeliveryCount} delivered early")
         if self.rolledBackSeenCount:
             bad.append(f"{self.kind}: {self.rolledBackSeenCount} rolled-back messages seen")
-        if self.kind == EXACTLY_ONCE_KIND and self.duplicateMessageCountBeforeHelper:
-            bad.append(f"{self.kind}: {self.duplicateMessageCountBeforeHelper} duplicates in the output")
+        if self.duplicateRecordCount:
+            bad.append(f"{self.kind}: {self.duplicateRecordCount} duplicates in the output")
         return bad
 
 
@@ -168,6 +171,9 @@ def _judge_kind(kind: str, sent: list[Sent], failed: int, delivered: list[Handle
                         if c.msg_id in sent_ids and c.enter * 1000 < sent_ids[c.msg_id].due_ms})
         v.earlyDeliveryCount = len(early)
         v.examples["early"] = early[:EXAMPLES]
+    if kind == EXACTLY_ONCE_KIND:
+        records = Counter((c.topic, c.partition, c.offset) for c in delivered if c.msg_id in sent_ids)
+        v.duplicateRecordCount = sum(n - 1 for n in records.values())
     if kind == "txn":
         seen = sorted(rolled_back & before.keys())
         v.rolledBackSeenCount = len(seen)
