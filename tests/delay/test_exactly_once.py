@@ -67,12 +67,13 @@ def test_sigkilled_forwarders_forward_each_message_once(rk_settings, rk_topic, d
     """Three forwarders in a row, the first two SIGKILLed mid-stream, under 600 msg/s."""
     topic = rk_topic(partitions=4)
     seen = receiver({topic: 4})
-    stream = Stream(rk_settings, topic, count=4000, rate=600)
+    count = 6000  # 10 s of sending: the second forwarder still has a stream to be killed in
+    stream = Stream(rk_settings, topic, count=count, rate=600)
     kills = []
     for name in ("first", "second"):
         proc = forwarder_process(name, exactly_once=EXACTLY_ONCE)
-        before = len(seen.ids())
-        assert wait_until(lambda: len(seen.ids()) >= before + 300, 60), f"the {name} forwarder never got going"
+        more = min(len(seen.ids()) + 300, count)
+        assert wait_until(lambda: len(seen.ids()) >= more, 60), f"the {name} forwarder never got going"
         time.sleep(0.5)  # mid-batch: records are in flight
         proc.kill()
         kills.append(len(seen.ids()))
