@@ -100,6 +100,7 @@ class Receiver:
     """Reads ``{topic: partitions}`` from the start in a child process; ``arrivals`` grows as records come in."""
 
     def __init__(self, bootstrap: str, topics: dict[str, int]) -> None:
+        self.topics = dict(topics)
         ctx = multiprocessing.get_context("spawn")  # no fork of a process that runs librdkafka threads
         self._queue = ctx.Queue()
         self._stop = ctx.Event()

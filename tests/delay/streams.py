@@ -40,7 +40,10 @@ class Stream:
 def check_forwarded(rk_settings, delay_config, seen, ids: list[str], what: str) -> Counter:
     """Every id arrived, none early (a re-forwarded copy neither); prints lateness and duplicates, returns
     the arrivals per id."""
-    assert seen.wait_for(set(ids), timeout=60), f"{what}: lost {len(set(ids) - set(seen.ids()))} of {len(ids)}"
+    if not seen.wait_for(set(ids), timeout=60):
+        missing = set(ids) - set(seen.ids())
+        raise AssertionError(f"{what}: lost {len(missing)} of {len(ids)}; "
+                             f"{_where_missing(rk_settings, delay_config, seen.topics, missing)}")
     time.sleep(1.0)  # late duplicates show up now
     due = {m: due_of(r) for m, r in delay_records(rk_settings, delay_config).items() if m in set(ids)}
     report = lateness(seen.arrivals, due)
@@ -51,3 +54,29 @@ def check_forwarded(rk_settings, delay_config, seen, ids: list[str], what: str) 
     early_dups = [a.msg_id for a in seen.arrivals if a.msg_id in due and a.record.timestamp()[1] < due[a.msg_id]]
     assert early_dups == [], "a re-forwarded copy was early"
     return counts
+
+
+def _where_missing(settings, delay_config, topics, missing: set[str]) -> str:
+    """Where missing ids are: their delay records, and whether the real topic holds them uncommitted (an
+    open or aborted transaction) -- so that a failure says whether they were lost or are held back."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    from rocketkafka.names import Header
+
+    delayed = {m: (r.topic(), r.partition(), r.offset()) for m, r in delay_records(settings, delay_config).items()
+               if m in missing}
+    consumer = Consumer({"bootstrap.servers": settings.bootstrap_servers, "group.id": "where-missing",
+                         "enable.auto.commit": False, "isolation.level": "read_uncommitted"})
+    consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, n in topics.items() for p in range(n)])
+    found, deadline = {}, time.monotonic() + 15
+    while time.monotonic() < deadline and len(found) < len(missing):
+        for record in consumer.consume(1000, 0.5):
+            if record.error() is None:
+                msg_id = dict(record.headers() or []).get(Header.MSG_ID, b"").decode()
+                if msg_id in missing:
+                    found[msg_id] = (record.topic(), record.partition(), record.offset())
+    marks = {f"{t}[{p}]": consumer.get_watermark_offsets(TopicPartition(t, p), cached=True)
+             for t, n in topics.items() for p in range(n)}
+    consumer.close()
+    return (f"delay records {sorted(delayed.values())[:10]}; in the real topic read_uncommitted "
+            f"{sorted(found.values())[:10]} ({len(found)} of {len(missing)}); watermarks {marks}")

@@ -201,7 +201,11 @@ class _Pipeline:
                                      exactly_once=exactly_once, consume_batch_size=batch,
                                      consume_from_where="CONSUME_FROM_FIRST_OFFSET", **BENCH_CONSUMER_OPTIONS)
         send = self.consumer.producer.send if exactly_once else (lambda out: self._plain.send_async(out, _ignore))
-        self.consumer.subscribe(source, lambda msg: send(Message(output, body=msg.body, keys=msg.keys)))
+
+        def listener(msg: Any) -> None:  # None: success (send's message id is no consume status)
+            send(Message(output, body=msg.body, keys=msg.keys))
+
+        self.consumer.subscribe(source, listener)
 
     def __enter__(self) -> _Pipeline:
         if self._plain is not None:
