@@ -41,6 +41,7 @@ from rocketkafka.errors import InvalidTopicNameError, LockError, TopicNotFoundEr
 from rocketkafka.logs import record_fields
 from rocketkafka.names import Header
 from rocketkafka.ordering.lanes import Outcome, Run
+from rocketkafka.record import Record, produce_waiting
 from rocketkafka.schedule.routing import DELAY_HEADERS, now_ms
 from rocketkafka.schedule.tiers import DELIVER, Deliver, Hold, Hop, Tier, Tiers, Wait
 
@@ -250,12 +251,7 @@ class ForwardHandler:
 def _send(kafka: Any, topic: str, partition: int, key: bytes | None, value: bytes | None,
           headers: list[tuple[str, bytes | None]], on_delivery: Callable[[Any, Any], None]) -> None:
     """Produce, waiting for room while the producer's queue is full."""
-    while True:
-        try:
-            kafka.produce(topic, value, key, partition=partition, headers=headers, on_delivery=on_delivery)
-            return
-        except BufferError:
-            kafka.poll(0.01)
+    produce_waiting(kafka, Record(topic, partition, key, value, headers, ""), on_delivery)
 
 
 def _scattered_fields(headers: list[tuple[str, bytes | None]]) -> tuple[Any, Any, Any, list[Any]]:

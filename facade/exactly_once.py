@@ -31,7 +31,6 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from rocketkafka.admin import TopicAdmin
 from rocketkafka.config import Settings, kafka_client
 from rocketkafka.errors import ConfigError
-from rocketkafka.record import Record
 
 log = logging.getLogger(__name__)
 
@@ -146,15 +145,3 @@ def writing_into(producer: Any) -> Iterator[None]:
 def transaction_producer() -> Any | None:
     """The producer whose transaction this thread writes into, or ``None`` outside one."""
     return getattr(_current, "producer", None)
-
-
-def write_record(producer: Any, record: Record) -> None:
-    """Produce ``record`` into ``producer``'s open transaction (its commit makes it durable), waiting for
-    room while the producer's queue is full."""
-    while True:
-        try:
-            producer.produce(record.topic, record.value, record.key, partition=record.partition,
-                             headers=list(record.headers))
-            return
-        except BufferError:
-            producer.poll(0.01)

@@ -17,12 +17,12 @@ from collections.abc import Callable
 from typing import Any
 
 from rocketkafka.errors import MalformedRecordError
-from rocketkafka.exactly_once import transaction_producer, write_record
+from rocketkafka.exactly_once import transaction_producer
 from rocketkafka.headers import record_id
 from rocketkafka.logs import message_fields, record_fields
 from rocketkafka.message import MessageExt
 from rocketkafka.names import Header
-from rocketkafka.record import Record
+from rocketkafka.record import Record, produce_waiting
 from rocketkafka.sender import Sender
 from rocketkafka.trace import DEAD_LETTERED, RETRIED, Tracer
 
@@ -63,7 +63,7 @@ class Reconsumer:
         consumed offset: :mod:`rocketkafka.exactly_once`), else at once, waiting for the ack."""
         producer = transaction_producer()
         if producer is not None:
-            write_record(producer, record)
+            produce_waiting(producer, record)
         else:
             self.sender.send_sync(record)
 

@@ -24,12 +24,13 @@ from collections.abc import Callable
 from typing import Any
 
 from rocketkafka.errors import StateError
-from rocketkafka.exactly_once import transaction_producer, write_record
+from rocketkafka.exactly_once import transaction_producer
 from rocketkafka.message import Message
 from rocketkafka.ordering.lanes import Outcome, Run
 from rocketkafka.ordering.listening import ListenerHandler
 from rocketkafka.ordering.transactions import PartitionTransactions, TransactionalHandler
 from rocketkafka.queue_selectors import Selector
+from rocketkafka.record import produce_waiting
 from rocketkafka.sender import Sender
 
 
@@ -75,5 +76,5 @@ class TransactionalSender:
             raise StateError("send() of an exactly-once consumer's producer works only inside its listener: "
                              "what it sends commits with the message being handled")
         record = sender.prepare(msg, selector, arg, sharding_key=sharding_key)
-        write_record(producer, record)
+        produce_waiting(producer, record)
         return record.msg_id

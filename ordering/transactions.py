@@ -100,8 +100,7 @@ class PartitionTransactions:
         if not todo:
             return
         with ThreadPoolExecutor(min(FENCE_PARALLEL, len(todo)), thread_name_prefix="rk-fence") as pool:
-            for _ in pool.map(self._fence_one, todo):
-                pass
+            list(pool.map(self._fence_one, todo))  # raises the first failure
         self.fenced += len(todo)
 
     def _fence_one(self, tp: TP) -> None:

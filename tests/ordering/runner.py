@@ -27,9 +27,10 @@ import sys
 import threading
 import time
 
-from rocketkafka import IdempotentConsumer, Message, Producer, PushConsumer, Settings
+from rocketkafka import IdempotentConsumer, Producer, PushConsumer, Settings
 from rocketkafka.testing.clock import install_from_env
 from rocketkafka.testing.history import History
+from rocketkafka.tools.chaos.verdict import source_copy
 
 
 def main(config: dict) -> None:
@@ -81,9 +82,7 @@ def _sender(consumer: PushConsumer, settings: Settings, config: dict):
         plain.start()
 
     def send_on(msg) -> None:
-        key = msg.key.decode() if msg.key else str(msg.queue_id)
-        out = Message(output, body=msg.body, keys=key,
-                      properties={"source": f"{msg.topic}:{msg.queue_id}:{msg.queue_offset}:{msg.id}"})
+        out, key = source_copy(msg, output)
         if plain is None:
             consumer.producer.send(out, sharding_key=key)
         else:

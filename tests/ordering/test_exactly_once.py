@@ -19,7 +19,7 @@ from rocketkafka.errors import ConfigError, StateError
 from rocketkafka.message import MessageModel
 from rocketkafka.testing.capabilities import Capability
 from rocketkafka.testing.history import HandlerCall, check
-from rocketkafka.testing.reading import read_all
+from rocketkafka.tools.chaos.verdict import output_calls
 from tests.ordering.conftest import FAST
 from tests.ordering.fleet import PacedProducer, Runner, cleanup, start_all, wait_for
 
@@ -68,14 +68,7 @@ def test_exactly_once_is_refused_on_a_broker_whose_readers_see_aborted_records(r
 
 def _outputs(settings, topic: str) -> list[HandlerCall]:
     """The output topic as the history checker reads calls: one per output record, at its source's place."""
-    calls = []
-    for record in read_all(settings.bootstrap_servers, topic, timeout=30):
-        headers = {k: v for k, v in record.headers() or []}
-        source_topic, partition, offset, msg_id = headers["source"].decode().rsplit(":", 3)
-        at = record.timestamp()[1] / 1000
-        key = record.key().decode() if record.key() else None
-        calls.append(HandlerCall("output", source_topic, int(partition), int(offset), msg_id, key, at, at))
-    return calls
+    return output_calls(settings.bootstrap_servers, topic)
 
 
 @pytest.mark.nemesis

@@ -153,10 +153,7 @@ def _lateness(settings: Settings, result: DelayBenchResult, rate: int, duration:
     receiver = Receiver(run.bootstrap_servers, topic, 8)
     try:
         with Producer("bench-delay", settings=run) as producer:
-            probe = Message(topic, body=b"probe", delay_time_level=1)
-            producer.send_sync(probe)
-            if not receiver.wait({probe.id}, 60):
-                raise RuntimeError(f"the forwarder did not start; its output:\n{forwarder.output()}")
+            wait_forwarding(producer, receiver, forwarder, topic)
             log(f"lateness: {rate} msg/s for {duration:.0f} s over levels {config.describe()} "
                 f"({partitions} partitions per delay topic), forwarder pid {forwarder.proc.pid}")
             sent = _send(producer, topic, config, rate, duration)
@@ -280,13 +277,7 @@ def _throughput_round(settings: Settings, count: int, partitions: int, log, forw
     admin = TopicAdmin(run)
     real, piped = f"bench-real-{uuid.uuid4().hex[:6]}", f"bench-pipe-{uuid.uuid4().hex[:6]}"
     admin.create_many({real: 8, piped: 8})
-    with Producer("bench-delay", settings=run) as producer:
-        body = b"x" * 100
-        for i in range(count):
-            producer.send_async(Message(real, body=body, keys=[f"k{i % 1000}"], delay_time_level=1), _ignore)
-            if i % 1000 == 0:
-                producer.poll(0)
-        producer.flush(60)
+    send_due_records(run, real, count)
     time.sleep(config.levels[0] / 1000 + 0.5)  # all due now
     level1 = run.topics.delay_level(1)
     if log:
@@ -362,6 +353,29 @@ def output_rate(bootstrap: str, topic: str, partitions: int, count: int, timeout
 
 
 # -- helpers -----------------------------------------------------------------------------------
+def send_due_records(settings: Settings, topic: str, count: int) -> None:
+    """``count`` 100-byte messages for ``topic`` on delay level 1, acknowledged (1,000 keys)."""
+    with Producer("bench-delay", settings=settings) as producer:
+        body = b"x" * 100
+        for i in range(count):
+            producer.send_async(Message(topic, body=body, keys=[f"k{i % 1000}"], delay_time_level=1), _ignore)
+            if i % 1000 == 0:
+                producer.poll(0)
+        producer.flush(60)
+
+
+def wait_forwarding(producer: Producer, receiver: Receiver, forwarder: ForwarderProcess, topic: str) -> None:
+    """Send a level-1 probe to ``topic`` and wait (60 s) until ``receiver`` saw it forwarded.
+
+    Raises:
+        RuntimeError: the forwarder did not forward it (its output is in the message).
+    """
+    probe = Message(topic, body=b"probe", delay_time_level=1)
+    producer.send_sync(probe)
+    if not receiver.wait({probe.id}, 60):
+        raise RuntimeError(f"the forwarder did not start; its output:\n{forwarder.output()}")
+
+
 def fresh_settings(settings: Settings, tag: str) -> Settings:
     prefix = f"rkbench{tag}{uuid.uuid4().hex[:6]}"
     return settings.model_copy(update={"topic_prefix": prefix, "redis_prefix": prefix})

@@ -38,7 +38,7 @@ from rocketkafka.producer import Producer
 from rocketkafka.schedule.levels import DelayConfig
 from rocketkafka.schedule.routing import now_ms
 from rocketkafka.tools.bench.delay import (BENCH_CONSUMER_OPTIONS, ForwarderProcess, Receiver, fresh_settings,
-                                           output_rate, percentile)
+                                           output_rate, percentile, send_due_records, wait_forwarding)
 from rocketkafka.tools.bench.rows import BenchRow
 
 MODES = ("at least once", "exactly once")
@@ -99,23 +99,13 @@ def _forwarder_rate(settings: Settings, count: int, exactly_once: bool) -> float
     run = fresh_settings(settings, "eos").model_copy(update={"delay": config})
     real = f"bench-real-{uuid.uuid4().hex[:6]}"
     TopicAdmin(run).create(real, partitions=PARTITIONS)
-    _send_delayed(run, real, count)
+    send_due_records(run, real, count)
     time.sleep(config.levels[0] / 1000 + 0.5)  # all due now
     process = ForwarderProcess(run, config, "eos-throughput", exactly_once)
     try:
         return output_rate(run.bootstrap_servers, real, PARTITIONS, count, timeout=120 + count / 1000)
     finally:
         process.stop()
-
-
-def _send_delayed(settings: Settings, topic: str, count: int) -> None:
-    with Producer("bench-eos", settings=settings) as producer:
-        for i in range(count):
-            producer.send_async(Message(topic, body=b"x" * 100, keys=[f"k{i % 1000}"], delay_time_level=1),
-                                _ignore)
-            if i % 1000 == 0:
-                producer.poll(0)
-        producer.flush(60)
 
 
 def _forwarder_lateness(settings: Settings, rate: int, seconds: float, exactly_once: bool) -> tuple[float, float]:
@@ -127,10 +117,7 @@ def _forwarder_lateness(settings: Settings, rate: int, seconds: float, exactly_o
     receiver = Receiver(run.bootstrap_servers, real, PARTITIONS)
     try:
         with Producer("bench-eos", settings=run) as producer:
-            probe = Message(real, body=b"probe", delay_time_level=1)
-            producer.send_sync(probe)
-            if not receiver.wait({probe.id}, 60):
-                raise RuntimeError(f"the forwarder did not start; its output:\n{process.output()}")
+            wait_forwarding(producer, receiver, process, real)
             due = _paced(rate, seconds, lambda: _delayed_send(producer, real, config))
         receiver.wait(set(due), 30)
     finally:

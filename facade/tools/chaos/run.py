@@ -82,7 +82,7 @@ def run_chaos(base: Settings, plan: ChaosPlan, out: Path, redis: RedisControl | 
         traffic_end = time.time()
         if traffic.errors:
             raise RuntimeError(f"traffic failed: {traffic.errors[0]!r}")
-        _drain(traffic, out, plan.drain_timeout, say)
+        _drain(plan, traffic, out, say)
         time.sleep(2.0)  # a late duplicate would show now
     finally:
         if traffic is not None:
@@ -163,9 +163,8 @@ def _histories(plan: ChaosPlan, out: Path, view: str) -> dict[str, list[HandlerC
     return {k.value: History.load(sorted(out.glob(f"{k.value}-*.{view}.jsonl"))) for k in plan.kinds}
 
 
-def _handled_ids(out: Path) -> set[str]:
-    return {c.msg_id for calls in (History.load(sorted(out.glob(f"{k.value}-*.handled.jsonl"))) for k in Kind)
-            for c in calls}
+def _handled_ids(plan: ChaosPlan, out: Path) -> set[str]:
+    return {c.msg_id for calls in _histories(plan, out, "handled").values() for c in calls}
 
 
 def _progress(duration: float, out: Path, traffic: Traffic, say: Say, started: float,
@@ -179,12 +178,13 @@ def _progress(duration: float, out: Path, traffic: Traffic, say: Say, started: f
         say(f"  {time.monotonic() - started:5.0f} s: {len(traffic.log.sent):,} sent, {handled:,} handler calls")
 
 
-def _drain(traffic: Traffic, out: Path, timeout: float, say: Say) -> None:
-    """Wait until every message that must arrive has been handled, or ``timeout``."""
+def _drain(plan: ChaosPlan, traffic: Traffic, out: Path, say: Say) -> None:
+    """Wait until every message that must arrive has been handled, or ``plan.drain_timeout``."""
+    timeout = plan.drain_timeout
     expected = {s.msg_id for s in traffic.log.sent if s.expected}
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        missing = expected - _handled_ids(out)
+        missing = expected - _handled_ids(plan, out)
         if not missing:
             say(f"  drained: all {len(expected):,} expected messages handled")
             return

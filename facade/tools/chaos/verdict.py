@@ -114,6 +114,17 @@ class Verdict:
                 "kinds": {k: asdict(v) for k, v in self.kinds.items()}, "faults": [asdict(f) for f in self.faults]}
 
 
+def source_copy(msg: Any, output: str) -> tuple[Any, str]:
+    """``msg`` as a consume -> produce pipeline sends it on to ``output``, and its sharding key: the same body,
+    keyed by its key (else its partition), naming its source in the ``source`` property
+    (``topic:partition:offset:id``, which :func:`output_calls` reads)."""
+    from rocketkafka.message import Message
+
+    key = msg.key.decode() if msg.key else str(msg.queue_id)
+    return Message(output, body=msg.body, keys=key, properties={
+        "source": f"{msg.topic}:{msg.queue_id}:{msg.queue_offset}:{msg.id}"}), key
+
+
 def output_calls(bootstrap_servers: str, topic: str) -> list[HandlerCall]:
     """The exactly-once kind's output topic read read_committed, as calls at their sources' places (the
     ``source`` property: ``topic:partition:offset:id``), at the output record's time."""

@@ -111,14 +111,12 @@ def main(spec: WorkerSpec) -> None:
 
 
 def _sent_on(consumer, output: str):
-    """``send_on(msg)``: ``msg`` on to ``output`` in the consumer's transaction, naming its source
-    (``topic:partition:offset:id``), keyed by its key."""
-    from rocketkafka.message import Message
+    """``send_on(msg)``: ``msg`` on to ``output`` in the consumer's transaction (:func:`source_copy`)."""
+    from rocketkafka.tools.chaos.verdict import source_copy
 
     def send_on(msg) -> None:
-        key = msg.key.decode() if msg.key else str(msg.queue_id)
-        consumer.producer.send(Message(output, body=msg.body, keys=key, properties={
-            "source": f"{msg.topic}:{msg.queue_id}:{msg.queue_offset}:{msg.id}"}), sharding_key=key)
+        copy, key = source_copy(msg, output)
+        consumer.producer.send(copy, sharding_key=key)
 
     return send_on
 
