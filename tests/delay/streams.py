@@ -15,6 +15,10 @@ class Stream:
 
     def __init__(self, settings, topic: str, count: int, rate: int) -> None:
         self.ids: list[str] = []
+        #: where the broker acknowledged each id: (partition, offset) of its delay topic (a delayed send's
+        #: result names the real topic), and the ids whose send failed
+        self.acked: dict[str, tuple[int, int]] = {}
+        self.failed: dict[str, str] = {}
         self._producer = Producer("delay-crash", settings=settings)
         self._producer.start()
         self._thread = threading.Thread(target=self._run, args=(topic, count, rate), daemon=True)
@@ -24,25 +28,36 @@ class Stream:
         start = time.monotonic()
         for i in range(count):
             msg = Message(topic, body=f"m{i}".encode(), keys=[f"k{i % 16}"], delay_time_level=1 + i % 3)
-            self._producer.send_async(msg, lambda r: None)
+            self._producer.send_async(msg, self._acked, lambda e, m=msg: self.failed.update({m.id: str(e)}))
             self.ids.append(msg.id)
             if i % 20 == 19:
                 self._producer.poll(0)
                 time.sleep(max(0.0, start + (i + 1) / rate - time.monotonic()))
         assert self._producer.flush(30) == 0
 
+    def _acked(self, result) -> None:
+        self.acked[result.msg_id] = (result.queue_id, result.offset)
+
     def join(self) -> list[str]:
+        """The ids sent, once every send is acknowledged; a send the broker refused fails the test here (the
+        stream's fault, not the forwarder's)."""
         self._thread.join(60)
         self._producer.shutdown()
+        unreported = [m for m in self.ids if m not in self.acked and m not in self.failed]
+        assert not self.failed and not unreported, \
+            f"the test's producer failed {len(self.failed)} sends {list(self.failed.items())[:3]}, " \
+            f"{len(unreported)} without a report"
         return self.ids
 
 
-def check_forwarded(rk_settings, delay_config, seen, ids: list[str], what: str) -> Counter:
-    """Every id arrived, none early (a re-forwarded copy neither); prints lateness and duplicates, returns
-    the arrivals per id."""
+def check_forwarded(rk_settings, delay_config, seen, stream: Stream, what: str) -> Counter:
+    """Every id of ``stream`` arrived, none early (a re-forwarded copy neither); prints lateness and
+    duplicates, returns the arrivals per id."""
+    ids = stream.join()
     if not seen.wait_for(set(ids), timeout=60):
         missing = set(ids) - set(seen.ids())
-        raise AssertionError(f"{what}: lost {len(missing)} of {len(ids)}; "
+        acked = sorted(stream.acked[m] for m in missing)
+        raise AssertionError(f"{what}: lost {len(missing)} of {len(ids)}; acknowledged at (delay partition, offset) {acked[:10]}; "
                              f"{_where_missing(rk_settings, delay_config, seen.topics, missing)}")
     time.sleep(1.0)  # late duplicates show up now
     due = {m: due_of(r) for m, r in delay_records(rk_settings, delay_config).items() if m in set(ids)}

@@ -86,7 +86,7 @@ def test_sigkilled_forwarders_forward_each_message_once(rk_settings, rk_topic, d
         kills.append(len(seen.ids()))
     last = forwarder_process("last", exactly_once=EXACTLY_ONCE)
     ids = stream.join()
-    counts = check_forwarded(rk_settings, delay_config, seen, ids, f"two SIGKILLs (after {kills} delivered)")
+    counts = check_forwarded(rk_settings, delay_config, seen, stream, f"two SIGKILLs (after {kills} delivered)")
     assert last.alive()
     _assert_each_once(counts, ids, "SIGKILL")
 
@@ -113,6 +113,6 @@ def test_a_zombie_forwarder_woken_after_its_locks_expired_writes_nothing(rk_sett
     time.sleep(2.0)  # the heir forwards what the zombie had fetched
     zombie.resume()
     ids = stream.join()
-    counts = check_forwarded(rk_settings, delay_config, seen, ids, "SIGSTOP past the lease, then SIGCONT")
+    counts = check_forwarded(rk_settings, delay_config, seen, stream, "SIGSTOP past the lease, then SIGCONT")
     assert heir.alive()
     _assert_each_once(counts, ids, "zombie")

@@ -49,7 +49,7 @@ def test_sigkilled_forwarder_restarted_loses_nothing_and_is_never_early(rk_setti
     killed_at = len(seen.ids())
     forwarder_process("restarted")
     ids = stream.join()
-    check_forwarded(rk_settings, delay_config, seen, ids, f"SIGKILL after {killed_at} delivered, then restart")
+    check_forwarded(rk_settings, delay_config, seen, stream, f"SIGKILL after {killed_at} delivered, then restart")
     _dedup_sees_each_once(rk_settings, rk_group, topic, ids)
 
 
@@ -64,7 +64,7 @@ def test_two_forwarders_share_the_levels_and_the_survivor_takes_over(rk_settings
     time.sleep(1.0)
     a.kill()
     ids = stream.join()
-    check_forwarded(rk_settings, delay_config, seen, ids, "two forwarders, one SIGKILLed")
+    check_forwarded(rk_settings, delay_config, seen, stream, "two forwarders, one SIGKILLed")
     assert b.alive()
     _dedup_sees_each_once(rk_settings, rk_group, topic, ids)
 
@@ -80,6 +80,6 @@ def test_sigterm_finishes_in_flight_commits_and_hands_over_without_duplicates(rk
     assert first.terminate(timeout=30) == 0, first.output()[-2000:]
     forwarder_process("next")
     ids = stream.join()
-    counts = check_forwarded(rk_settings, delay_config, seen, ids, "SIGTERM, then a new forwarder")
+    counts = check_forwarded(rk_settings, delay_config, seen, stream, "SIGTERM, then a new forwarder")
     assert [m for m in ids if counts[m] > 1] == [], "a graceful stop must not re-forward anything"
     assert "delay forwarder stopped" in first.output()
