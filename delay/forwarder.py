@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from rocketkafka.admin import TopicAdmin
-from rocketkafka.config import Settings
+from rocketkafka.config import SAFE_PRODUCER_CONFIG, Settings
 from rocketkafka.delay.exactly_once import transactional_forwarding
 from rocketkafka.delay.forward_handler import ForwardHandler, log_dead_letter
 from rocketkafka.delay.metrics import ForwarderMetrics
@@ -75,7 +75,7 @@ FORWARDER_OPTIONS: dict[str, Any] = {
 #: Seconds between refreshes of the partition counts of delay and real topics.
 METADATA_REFRESH_S = 30.0
 #: Kafka producer settings: small linger, since the forwarder waits for the acks of each batch.
-FORWARDER_PRODUCER_CONFIG: dict[str, Any] = {"linger.ms": 2, "enable.idempotence": True}
+FORWARDER_PRODUCER_CONFIG: dict[str, Any] = {"linger.ms": 2, **SAFE_PRODUCER_CONFIG}
 
 
 class DelayForwarder(EngineStatus):

@@ -15,8 +15,8 @@ import time
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec, ResourceType
 
 from rocketkafka.config import Settings, kafka_client
 from rocketkafka.errors import BrokerUnavailableError, ConfigError, StateError, TopicNotFoundError
@@ -297,9 +297,40 @@ class TopicAdmin:
             self._cache.pop(t, None)
 
     def _await_metadata(self, topics: builtins.list[str], timeout: float) -> None:
+        """Wait until ``topics`` are listed and every partition's leader answers for it (or ``timeout``)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             listed = self._list(10.0)
             if all(t in listed and listed[t].partitions for t in topics):
-                return
+                break
             time.sleep(0.05)
+        else:
+            return
+        partitions = [TopicPartition(t, p) for t in topics for p in listed[t].partitions]
+        self._await_leaders(partitions, deadline)
+
+    def _await_leaders(self, partitions: builtins.list[TopicPartition], deadline: float) -> None:
+        """Wait until the leader of each new partition serves it: a ListOffsets of each answers.
+
+        Why: a broker lists a new topic before its leaders have loaded the partitions, and a
+        produce meanwhile fails NOT_LEADER_OR_FOLLOWER. librdkafka's idempotent producer then
+        can lose a message: the broker takes a later batch as a new producer's first (any
+        sequence is accepted), and librdkafka counts the failed earlier batch as "implicitly
+        acked" (confluent-kafka-go#921). A new topic that is ready before its first write
+        avoids that trigger; :data:`rocketkafka.config.PRODUCER_SAFETY` closes it for the rest.
+        """
+        waiting = partitions
+        while waiting and time.monotonic() < deadline:
+            futures = self._client.list_offsets({tp: OffsetSpec.latest() for tp in waiting},
+                                                request_timeout=max(1.0, deadline - time.monotonic()))
+            waiting = []
+            for tp, future in futures.items():
+                try:
+                    future.result()
+                except KafkaException:
+                    waiting.append(tp)
+            if waiting:
+                time.sleep(0.05)
+        if waiting:
+            log.info("%d new partitions not served by a leader yet (%s ...): producing may be retried",
+                     len(waiting), waiting[0].topic)

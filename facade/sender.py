@@ -22,7 +22,7 @@ from confluent_kafka import Producer as _KafkaProducer
 
 from rocketkafka.admin import TopicAdmin
 from rocketkafka.codec import encode_headers
-from rocketkafka.config import Settings, kafka_client
+from rocketkafka.config import SAFE_PRODUCER_CONFIG, Settings, kafka_client
 from rocketkafka.errors import BrokerUnavailableError, MessageTooLargeError, SendError, StateError
 from rocketkafka.message import Message, SendResult, SendStatus, require_message
 from rocketkafka.msgid import new_msg_id_and_born, new_msg_id_at
@@ -64,11 +64,13 @@ class Sender:
         self.settings = settings
         self.group_id = group_id
         # a record queued while no broker answers must not auto-create its topic when one does
-        extra: dict[str, Any] = {"linger.ms": 5, "enable.idempotence": True, "partitioner": DEFAULT_PARTITIONER,
+        extra: dict[str, Any] = {"linger.ms": 5, **SAFE_PRODUCER_CONFIG, "partitioner": DEFAULT_PARTITIONER,
                                  "allow.auto.create.topics": False}
         if send_timeout is not None:
             extra["message.timeout.ms"] = max(1, int(send_timeout * 1000))
         config = settings.kafka_config(**{**extra, **(producer_config or {})})
+        #: the librdkafka settings of the producer this sender makes (tests, diagnostics)
+        self.config = config
         self.partitioner = partitioner_of(config)
         self.max_bytes = int(config.get("message.max.bytes", DEFAULT_MAX_MESSAGE_BYTES))
         self.send_timeout = send_timeout if send_timeout is not None else 30.0

@@ -39,7 +39,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from rocketkafka.config import Settings, kafka_client
+from rocketkafka.config import SAFE_PRODUCER_CONFIG, Settings, kafka_client
 from rocketkafka.exactly_once import writing_into
 from rocketkafka.ordering.lanes import Outcome, Run
 from rocketkafka.topic_partition import TP
@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 TXN_CALL_TIMEOUT_S = 30.0
 #: Producer settings of every partition's producer (``transaction.timeout.ms``: an owner that died mid
 #: transaction holds read_committed readers of its outputs back until the next owner fences it, or this).
-TRANSACTIONAL_PRODUCER_CONFIG: dict[str, Any] = {"linger.ms": 2, "transaction.timeout.ms": 30_000}
+TRANSACTIONAL_PRODUCER_CONFIG: dict[str, Any] = {"linger.ms": 2, "transaction.timeout.ms": 30_000, **SAFE_PRODUCER_CONFIG}
 #: Partitions fenced at once when locks are taken (each is one round trip to the transaction coordinator).
 FENCE_PARALLEL = 8
 #: Milliseconds a partition waits after a failed transaction before its records are tried again.

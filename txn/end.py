@@ -28,7 +28,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka import Producer as _KafkaProducer
 
-from rocketkafka.config import kafka_client
+from rocketkafka.config import SAFE_PRODUCER_CONFIG, kafka_client
 from rocketkafka.errors import StateError
 from rocketkafka.names import TopicNames
 from rocketkafka.record import Record
@@ -115,7 +115,7 @@ class TransactionEnder:
         self._txn_kafka: _KafkaProducer | None = None
         if transactional_id is not None:
             self._txn_kafka = kafka_client(_KafkaProducer, sender.settings.kafka_config(**{
-                "transactional.id": transactional_id, "linger.ms": 5, "enable.idempotence": True}))
+                "transactional.id": transactional_id, "linger.ms": 5, **SAFE_PRODUCER_CONFIG}))
             self._txn_kafka.init_transactions(self.timeout)
         self._thread = threading.Thread(target=self._run, name="rk-txn-end", daemon=True)
         self._thread.start()

@@ -56,7 +56,7 @@ def check_forwarded(rk_settings, delay_config, seen, stream: Stream, what: str) 
     ids = stream.join()
     if not seen.wait_for(set(ids), timeout=60):
         missing = set(ids) - set(seen.ids())
-        acked = sorted(stream.acked[m] for m in missing)
+        acked = sorted((stream.acked[m] for m in missing), key=str)  # an implicit ack's offset is None
         raise AssertionError(f"{what}: lost {len(missing)} of {len(ids)}; acknowledged at (delay partition, offset) {acked[:10]}; "
                              f"{_where_missing(rk_settings, delay_config, seen.topics, missing)}")
     time.sleep(1.0)  # late duplicates show up now
