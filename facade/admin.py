@@ -31,6 +31,10 @@ REACHABLE_WITHIN_S = 5.0
 #: learns of a new topic from the controller on its own time, so one created a moment ago (by another
 #: client) may be missing from the broker asked. A single broker's answer is final.
 NEW_TOPIC_PROPAGATION_S = 3.0
+#: ListOffsets errors of a new partition whose leader has not loaded it yet (or a client that has not learnt its leader).
+_NOT_SERVED_YET = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                             KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.REPLICA_NOT_AVAILABLE, KafkaError.UNKNOWN_LEADER_EPOCH,
+                             KafkaError._TIMED_OUT, KafkaError._TRANSPORT})
 #: Seconds a refresh of a cached partition count waits for a broker before the cached count is used (and
 #: how long it then stands before the next try).
 STALE_REFRESH_S = 2.0
@@ -327,7 +331,10 @@ class TopicAdmin:
             for tp, future in futures.items():
                 try:
                     future.result()
-                except KafkaException:
+                except KafkaException as exc:
+                    if exc.args[0].code() not in _NOT_SERVED_YET:  # refused for good (an ACL...): do not wait
+                        log.debug("new partition %s[%d] not checked: %s", tp.topic, tp.partition, exc)
+                        continue
                     waiting.append(tp)
             if waiting:
                 time.sleep(0.05)

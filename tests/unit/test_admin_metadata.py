@@ -1,12 +1,13 @@
 """TopicAdmin's partition counts: a known count stands while no broker answers; a cluster is asked again
-about a topic one broker does not list yet. A fake AdminClient answers (pure logic, no broker)."""
+about a topic one broker does not list yet; a new topic's partitions are waited for until their leaders serve them. A fake AdminClient answers (pure logic, no broker)."""
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from types import SimpleNamespace
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from rocketkafka import admin as admin_module
 from rocketkafka.admin import TopicAdmin
@@ -72,3 +73,39 @@ def test_a_single_brokers_answer_is_final(monkeypatch):
     with pytest.raises(TopicNotFoundError):
         _admin(client, ttl=30.0).partitions("orders")
     assert len(client.timeouts) == 1
+
+
+class FakeOffsets:
+    """Answers ``list_offsets`` per partition from a script of error codes (None: served)."""
+
+    def __init__(self, *rounds):
+        self.rounds = list(rounds)
+        self.asked: list[list[str]] = []
+
+    def list_offsets(self, wanted, request_timeout: float):
+        codes = self.rounds.pop(0) if len(self.rounds) > 1 else self.rounds[0]
+        self.asked.append(sorted(f"{tp.topic}[{tp.partition}]" for tp in wanted))
+        futures = {}
+        for tp in wanted:
+            future: Future = Future()
+            code = codes.get(f"{tp.topic}[{tp.partition}]")
+            if code is None:
+                future.set_result(SimpleNamespace(offset=0))
+            else:
+                future.set_exception(KafkaException(KafkaError(code)))
+            futures[tp] = future
+        return futures
+
+
+def test_a_new_partition_is_asked_about_until_its_leader_serves_it():
+    client = FakeOffsets({"t[1]": KafkaError.NOT_LEADER_FOR_PARTITION}, {})
+    admin = _admin(client, ttl=30.0)
+    admin._await_leaders([TopicPartition("t", 0), TopicPartition("t", 1)], admin_module.time.monotonic() + 5)
+    assert client.asked == [["t[0]", "t[1]"], ["t[1]"]]  # only the one not served yet is asked again
+
+
+def test_a_partition_refused_for_good_is_not_waited_for():
+    client = FakeOffsets({"t[0]": KafkaError.TOPIC_AUTHORIZATION_FAILED})
+    admin = _admin(client, ttl=30.0)
+    admin._await_leaders([TopicPartition("t", 0)], admin_module.time.monotonic() + 5)
+    assert client.asked == [["t[0]"]]
