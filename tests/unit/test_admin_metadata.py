@@ -1,5 +1,6 @@
 """TopicAdmin's partition counts: a known count stands while no broker answers; a cluster is asked again
-about a topic one broker does not list yet; a new topic's partitions are waited for until their leaders serve them. A fake AdminClient answers (pure logic, no broker)."""
+about a topic one broker does not list yet; a new topic's partitions are waited for until their leaders serve
+them. A fake AdminClient answers (pure logic, no broker)."""
 
 from __future__ import annotations
 
