@@ -321,7 +321,7 @@ class TopicAdmin:
         can lose a message: the broker takes a later batch as a new producer's first (any
         sequence is accepted), and librdkafka counts the failed earlier batch as "implicitly
         acked" (confluent-kafka-go#921). A new topic that is ready before its first write
-        avoids that trigger; :data:`rocketkafka.config.PRODUCER_SAFETY` closes it for the rest.
+        avoids that trigger; :data:`rocketkafka.config.SAFE_PRODUCER_CONFIG` closes it for the rest.
         """
         waiting = partitions
         while waiting and time.monotonic() < deadline:
