@@ -28,12 +28,6 @@ from tests.delay.streams import Stream, check_forwarded
 pytestmark = [pytest.mark.integration]
 
 EXACTLY_ONCE = os.environ.get("ROCKETKAFKA_TEST_EXACTLY_ONCE_OFF") != "1"
-#: Open (issue 24): in about 2 of 12 runs of the two forwarder nemesis tests (one node and three, alone and
-#: beside other workers) one or two delayed messages were not visible to the read_committed reader within
-#: 60 s. Duplicates never showed. Whether they are lost or held back is not known yet: the failure message
-#: now says where the missing ids are (their delay records, the real topic read uncommitted, watermarks).
-MISSING_SOMETIMES = pytest.mark.xfail(reason="intermittent: a delayed message or two not visible within 60 s "
-                                             "after the faults (see MISSING_SOMETIMES)", strict=False)
 
 
 def _assert_each_once(counts, ids: list[str], what: str) -> None:
@@ -68,7 +62,6 @@ def test_the_command_refuses_exactly_once_with_one_line(rk_backend, rk_settings)
 @pytest.mark.multi_broker  # and again on the 3-node cluster
 @pytest.mark.slow
 @pytest.mark.rk_needs("hide-aborted")
-@MISSING_SOMETIMES
 def test_sigkilled_forwarders_forward_each_message_once(rk_settings, rk_topic, delay_config, forwarder_process,
                                                         receiver):
     """Three forwarders in a row, the first two SIGKILLed mid-stream, under 600 msg/s."""
@@ -95,7 +88,6 @@ def test_sigkilled_forwarders_forward_each_message_once(rk_settings, rk_topic, d
 @pytest.mark.multi_broker  # and again on the 3-node cluster
 @pytest.mark.slow
 @pytest.mark.rk_needs("hide-aborted")
-@MISSING_SOMETIMES
 def test_a_zombie_forwarder_woken_after_its_locks_expired_writes_nothing(rk_settings, rk_topic, delay_config,
                                                                          forwarder_process, receiver):
     """SIGSTOP a forwarder mid-stream past its lock lease: another takes its partitions over. Woken
