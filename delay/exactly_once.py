@@ -17,7 +17,8 @@ from typing import Any
 
 from rocketkafka.delay.forward_handler import ForwardHandler
 from rocketkafka.ordering.lanes import Outcome, Run
-from rocketkafka.ordering.transactions import PartitionTransactions, TransactionalHandler
+from rocketkafka.ordering.transactional_runs import TransactionalHandler
+from rocketkafka.ordering.transactions import PartitionTransactions
 
 
 def transactional_forwarding(forward: ForwardHandler, transactions: PartitionTransactions,

@@ -28,7 +28,8 @@ from rocketkafka.exactly_once import transaction_producer
 from rocketkafka.message import Message
 from rocketkafka.ordering.lanes import Outcome, Run
 from rocketkafka.ordering.listening import ListenerHandler
-from rocketkafka.ordering.transactions import PartitionTransactions, TransactionalHandler
+from rocketkafka.ordering.transactional_runs import RunFailed, TransactionalHandler
+from rocketkafka.ordering.transactions import PartitionTransactions
 from rocketkafka.queue_selectors import Selector
 from rocketkafka.record import produce_waiting
 from rocketkafka.sender import Sender
@@ -42,8 +43,8 @@ def listener_in_transactions(handler: ListenerHandler, transactions: PartitionTr
         if outcome.settled is not None:
             try:
                 outcome.settled.result()  # its sends must be in before the commit
-            except Exception:  # noqa: BLE001 - the listener's failure: its run is tried again
-                return Outcome(0, None, suspend_ms)
+            except Exception:  # noqa: BLE001 - the listener's failure: its sends must not commit, the run is tried again
+                raise RunFailed(suspend_ms) from None
         return Outcome(outcome.handled, None, outcome.pause_ms)
 
     return TransactionalHandler(run_in, transactions)

@@ -119,7 +119,11 @@ class Run:
 
 
 class BatchHandler(Protocol):
-    """Hands one run's records on, on a worker thread (or the poll thread, for fast handlers)."""
+    """Hands one run's records on, on a worker thread (or the poll thread, for fast handlers).
+
+    A handler may also have ``lane_ended()``: the lane calls it on the same thread when it stops
+    handing runs (what spans a lane's runs ends there: :mod:`~rocketkafka.ordering.transactional_runs`).
+    """
 
     def handle(self, run: Run) -> Outcome:
         """Hand ``run.records[run.start:run.stop]`` on, front to back; stop where the outcome says.
@@ -212,4 +216,10 @@ class Lane:
                 if now - started > max_continuous_s or (deadline is not None and now >= deadline):
                     return
         finally:
+            ended = getattr(handler, "lane_ended", None)  # a handler that spans runs (transactions) ends here
+            if ended is not None:
+                try:
+                    ended()
+                except Exception:  # noqa: BLE001 - its runs' futures say what failed; the lane must end
+                    log.exception("batch handler failed to end its lane")
             post(LaneEnded(self))

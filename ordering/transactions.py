@@ -24,24 +24,20 @@ If anything fails inside a transaction, its producer is dropped (:meth:`Partitio
 The next one fences again and re-reads the committed offset: whatever happened to the
 failed commit, the new owner of the id reads the truth.
 
-:class:`TransactionalHandler` runs a handler's run inside one transaction. Its thread writes into it
-(:func:`rocketkafka.exactly_once.writing_into`). The run commits with the offset after its last handled
-record, or aborts and is tried again. A transaction is per run, and so per partition: one run of a
-partition at a time (the steps that use it are serial).
+:class:`~rocketkafka.ordering.transactional_runs.TransactionalHandler` writes a partition's runs in these
+transactions (one partition's runs at a time: the steps that use it are serial).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from rocketkafka.config import SAFE_PRODUCER_CONFIG, Settings, kafka_client
-from rocketkafka.exactly_once import writing_into
-from rocketkafka.ordering.lanes import Outcome, Run
 from rocketkafka.topic_partition import TP
 
 log = logging.getLogger(__name__)
@@ -53,8 +49,6 @@ TXN_CALL_TIMEOUT_S = 30.0
 TRANSACTIONAL_PRODUCER_CONFIG: dict[str, Any] = {"linger.ms": 2, "transaction.timeout.ms": 30_000, **SAFE_PRODUCER_CONFIG}
 #: Partitions fenced at once when locks are taken (each is one round trip to the transaction coordinator).
 FENCE_PARALLEL = 8
-#: Milliseconds a partition waits after a failed transaction before its records are tried again.
-RETRY_PAUSE_MS = 500
 
 
 def transactional_id(group: str, tp: TP) -> str:
@@ -173,59 +167,3 @@ class PartitionTransactions:
 
     def _producer(self, tp: TP) -> Producer:
         return kafka_client(Producer, {**self._config, "transactional.id": transactional_id(self.group, tp)})
-
-
-#: ``(run, producer, start) -> Outcome``: a handler's work on ``run.records[start:run.stop]``, writing
-#: through ``producer``; the outcome's ``handled`` counts from ``start``.
-RunIn = Callable[[Run, Any, int], Outcome]
-
-
-class TransactionalHandler:
-    """A BatchHandler whose every run is one Kafka transaction with the partition's offset (see the module docstring).
-
-    Parameters:
-        run_in: the work itself; its ``settled`` future, if any, is only looked at after the commit (a
-            forwarder's delivery ack: the commit flushes the producer).
-        transactions: the partitions' transactional producers.
-    """
-
-    def __init__(self, run_in: RunIn, transactions: PartitionTransactions) -> None:
-        self._run_in, self._transactions = run_in, transactions
-        self.committed = 0  # transactions committed (metrics, tests)
-        self.failed = 0  # transactions that failed and were tried again
-
-    def handle(self, run: Run) -> Outcome:
-        tp = run.work.tp
-        txns = self._transactions
-        try:
-            producer, committed = txns.begin(tp)
-        except KafkaException as exc:
-            return self._failed(run, 0, exc)
-        start = run.start
-        if committed is not None:  # a new producer fenced and re-read the offset: what is below it is written
-            while start < run.stop and run.records[start].offset() < committed:
-                start += 1
-        skipped = start - run.start
-        run.exact = False  # no progress record by record: the transaction may still abort
-        try:
-            with writing_into(producer):
-                outcome = self._run_in(run, producer, start)
-            if outcome.handled == 0:
-                txns.abort(tp, producer)
-                return Outcome(skipped, None, outcome.pause_ms)
-            if not run.still_ours():  # stalled past the lock: the next owner decides, this writes nothing
-                txns.abort(tp, producer)
-                return Outcome.not_ours(skipped)
-            txns.commit(tp, producer, run.records[start + outcome.handled - 1].offset() + 1)
-        except KafkaException as exc:
-            return self._failed(run, skipped, exc)
-        self.committed += 1
-        return Outcome(skipped + outcome.handled, None, outcome.pause_ms)
-
-    def _failed(self, run: Run, skipped: int, exc: KafkaException) -> Outcome:
-        """Nothing of the run became visible; it is tried again (a new producer fences and re-reads the offset)."""
-        self.failed += 1
-        self._transactions.drop(run.work.tp)
-        log.warning("a transaction of %s[%d] failed (%s); its records are tried again in %d ms", run.work.topic,
-                    run.work.tp[1], exc.args[0] if exc.args else exc, RETRY_PAUSE_MS)
-        return Outcome(skipped, None, RETRY_PAUSE_MS)

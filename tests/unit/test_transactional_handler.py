@@ -1,4 +1,5 @@
-"""A run in a Kafka transaction, with fakes for Kafka: what commits, what aborts, what is skipped, where writes go."""
+"""Runs in Kafka transactions, with fakes for Kafka: what commits (and when: a transaction spans a lane's runs),
+what aborts, what is skipped, where writes go, and what a failure hands again."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from confluent_kafka import KafkaError, KafkaException
 
 from rocketkafka.exactly_once import transaction_producer
 from rocketkafka.ordering.lanes import LOCK_RECHECK_MS, Outcome
-from rocketkafka.ordering.transactions import RETRY_PAUSE_MS, TransactionalHandler
+from rocketkafka.ordering import transactional_runs
+from rocketkafka.ordering.transactional_runs import RETRY_PAUSE_MS, RunFailed, TransactionalHandler
 
 TP = ("rk.delay.level.01", 0)
 
@@ -22,6 +24,7 @@ class Record:
 
 
 def run(offsets: range, ours: bool = True) -> SimpleNamespace:
+    """A run of ``offsets``; its lock holds while ``ours``."""
     return SimpleNamespace(records=[Record(o) for o in offsets], start=0, stop=len(offsets),
                            work=SimpleNamespace(tp=TP, topic=TP[0]), still_ours=lambda: ours)
 
@@ -67,11 +70,29 @@ def handler(forward: Forward, txns: Transactions) -> TransactionalHandler:
     return TransactionalHandler(forward, txns)  # type: ignore[arg-type]
 
 
-def test_a_run_commits_its_records_with_the_offset_after_the_last():
+def test_a_lane_s_runs_share_one_transaction_that_commits_when_the_lane_ends():
     txns = Transactions()
-    outcome = handler(Forward(), txns).handle(run(range(10, 15)))  # type: ignore[arg-type]
-    assert txns.log == [("begin", TP), ("commit", TP, 15)]
-    assert (outcome.handled, outcome.settled, outcome.pause_ms) == (5, None, None)
+    forwarding = handler(Forward(), txns)
+    first = forwarding.handle(run(range(10, 15)))  # type: ignore[arg-type]
+    second = forwarding.handle(run(range(15, 18)))  # type: ignore[arg-type]
+    assert txns.log == [("begin", TP)] and not first.settled.done()  # open: the lane has more
+    forwarding.lane_ended()
+    assert txns.log == [("begin", TP), ("commit", TP, 18)]
+    assert first.settled is second.settled and first.settled.result() == 18
+    assert (first.handled, second.handled, forwarding.committed) == (5, 3, 1)
+
+
+def test_a_transaction_commits_once_it_is_old_enough_and_the_next_run_opens_another(monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr(transactional_runs.time, "monotonic", lambda: clock[0])
+    txns = Transactions()
+    forwarding = handler(Forward(), txns)
+    forwarding.handle(run(range(10, 15)))  # type: ignore[arg-type]
+    clock[0] += transactional_runs.COMMIT_INTERVAL_S + 0.01
+    outcome = forwarding.handle(run(range(15, 18)))  # type: ignore[arg-type]
+    assert txns.log == [("begin", TP), ("commit", TP, 18)] and outcome.settled.done()
+    forwarding.handle(run(range(18, 20)))  # type: ignore[arg-type]
+    assert txns.log[-1] == ("begin", TP)
 
 
 def test_the_thread_writes_into_the_run_s_transaction_while_it_runs_and_only_then():
@@ -82,25 +103,61 @@ def test_the_thread_writes_into_the_run_s_transaction_while_it_runs_and_only_the
 
 def test_records_below_the_offset_a_new_producer_read_are_not_forwarded_again():
     forward, txns = Forward(), Transactions(committed=13)
-    outcome = handler(forward, txns).handle(run(range(10, 15)))  # type: ignore[arg-type]
+    forwarding = handler(forward, txns)
+    outcome = forwarding.handle(run(range(10, 15)))  # type: ignore[arg-type]
+    forwarding.lane_ended()
     assert forward.starts == [3] and txns.log[-1] == ("commit", TP, 15) and outcome.handled == 5
 
 
-def test_a_run_that_forwarded_nothing_aborts_and_keeps_the_pause():
+def test_a_pause_commits_what_the_lane_wrote_before_it():
+    txns = Transactions()
+    forwarding = handler(Forward(), txns)
+    forwarding.handle(run(range(10, 15)))  # type: ignore[arg-type]
+    forwarding._run_in = Forward(handled=2, pause_ms=80)  # the third record is not due yet
+    outcome = forwarding.handle(run(range(15, 20)))  # type: ignore[arg-type]
+    assert txns.log == [("begin", TP), ("commit", TP, 17)] and (outcome.handled, outcome.pause_ms) == (2, 80)
+
+
+def test_a_run_that_forwarded_nothing_in_a_new_transaction_aborts_and_keeps_the_pause():
     txns = Transactions()
     outcome = handler(Forward(handled=0, pause_ms=80), txns).handle(run(range(10, 15)))  # type: ignore[arg-type]
     assert txns.log[-1] == ("abort", TP) and (outcome.handled, outcome.pause_ms) == (0, 80)
 
 
-def test_a_run_whose_lock_passed_aborts_and_hands_nothing():
+def test_a_run_whose_lock_passed_aborts_the_lane_s_transaction_and_hands_nothing():
     txns = Transactions()
-    outcome = handler(Forward(), txns).handle(run(range(10, 15), ours=False))  # type: ignore[arg-type]
+    forwarding = handler(Forward(), txns)
+    first = forwarding.handle(run(range(10, 15)))  # type: ignore[arg-type]
+    outcome = forwarding.handle(run(range(15, 20), ours=False))  # type: ignore[arg-type]
     assert txns.log[-1] == ("abort", TP) and (outcome.handled, outcome.pause_ms) == (0, LOCK_RECHECK_MS)
+    assert first.settled.exception() is not None  # nothing of the first run became visible either
 
 
-def test_a_failed_commit_drops_the_producer_and_tries_the_run_again():
+def test_a_failed_commit_drops_the_producer_stops_the_lane_and_hands_every_run_of_it_again():
     txns = Transactions(fail_commit=True)
     forwarding = handler(Forward(), txns)
-    outcome = forwarding.handle(run(range(10, 15)))  # type: ignore[arg-type]
-    assert txns.log[-1] == ("drop", TP) and (outcome.handled, outcome.pause_ms) == (0, RETRY_PAUSE_MS)
+    first = forwarding.handle(run(range(10, 15)))  # type: ignore[arg-type]
+    forwarding._run_in = Forward(handled=2, pause_ms=80)
+    second = forwarding.handle(run(range(15, 20)))  # type: ignore[arg-type]
+    assert txns.log[-1] == ("drop", TP) and second.pause_ms == RETRY_PAUSE_MS  # no later run commits past them
+    assert first.settled.exception() is not None and second.settled is first.settled  # the scheduler rewinds both
     assert (forwarding.committed, forwarding.failed) == (0, 1)
+
+
+def test_a_failed_listener_aborts_the_transaction_with_its_sends():
+    def failing(run, producer, start):
+        raise RunFailed(250)
+
+    txns = Transactions()
+    forwarding = handler(Forward(), txns)
+    first = forwarding.handle(run(range(10, 15)))  # type: ignore[arg-type]
+    forwarding._run_in = failing
+    outcome = forwarding.handle(run(range(15, 20)))  # type: ignore[arg-type]
+    assert txns.log[-1] == ("abort", TP) and (outcome.handled, outcome.pause_ms) == (0, 250)
+    assert first.settled.exception() is not None
+
+
+def test_a_lane_that_wrote_nothing_ends_without_a_transaction():
+    txns = Transactions()
+    handler(Forward(), txns).lane_ended()
+    assert txns.log == []

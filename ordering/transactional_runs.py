@@ -1,0 +1,179 @@
+"""Runs of a partition written in Kafka transactions: one transaction spans the runs a lane hands in a row.
+
+A handler's run writes its output into the partition's transaction (its thread writes into it:
+:func:`rocketkafka.exactly_once.writing_into`), and the transaction commits with the offset after the
+last handled record (``send_offsets_to_transaction``). A read_committed reader sees all of it or none.
+
+Why not one transaction per run: records fetched at a steady rate arrive a few per fetch, so each
+run is a record or two, and a commit takes a round trip to the transaction coordinator and the
+markers' writes (90 ms median on Apache Kafka here). One transaction per run forwarded 15 records a
+second per partition, and a delay topic fed 125 a second fell behind without end. So a transaction
+stays open while the lane has more runs of the partition in its feed, and commits when:
+
+- the lane ends (its feed ran dry, a pause, a partial run, its time slice): :meth:`TransactionalHandler.lane_ended`,
+  called by the lane on the same worker thread;
+- it is :data:`COMMIT_INTERVAL_S` old or holds :data:`COMMIT_MAX_RECORDS` records.
+
+Each run reports a future as its ``settled``: the transaction's, resolved by the commit. A commit or a
+run that fails aborts the transaction, and the future's failure makes the scheduler hand every run of it
+again (a rewind); the next transaction fences anew and skips what did commit
+(:meth:`~rocketkafka.ordering.transactions.PartitionTransactions.begin`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+from confluent_kafka import KafkaException
+
+from rocketkafka.exactly_once import writing_into
+from rocketkafka.ordering.lanes import Outcome, Run
+from rocketkafka.ordering.transactions import PartitionTransactions
+from rocketkafka.topic_partition import TP
+
+log = logging.getLogger(__name__)
+
+#: Seconds a transaction stays open across a lane's runs (Kafka Streams commits exactly-once every 100 ms).
+COMMIT_INTERVAL_S = 0.1
+#: Records a transaction takes across a lane's runs before it commits.
+COMMIT_MAX_RECORDS = 5_000
+#: Milliseconds a partition waits after a failed transaction before its records are tried again.
+RETRY_PAUSE_MS = 500
+
+#: ``(run, producer, start) -> Outcome``: a handler's work on ``run.records[start:run.stop]``, writing
+#: through ``producer``; the outcome's ``handled`` counts from ``start``. It raises :class:`RunFailed` when
+#: the run failed after it may have written (a listener's error): the transaction must not commit.
+RunIn = Callable[[Run, Any, int], Outcome]
+
+
+class RunFailed(Exception):
+    """The run failed and may have written into the transaction: it aborts; try again in ``pause_ms``."""
+
+    def __init__(self, pause_ms: int) -> None:
+        super().__init__(f"run failed; tried again in {pause_ms} ms")
+        self.pause_ms = pause_ms
+
+
+class _Open:
+    """The transaction a worker thread has open: whose, through which producer, and up to where."""
+
+    __slots__ = ("tp", "producer", "began", "records", "next_offset", "last_run", "settled")
+
+    def __init__(self, tp: TP, producer: Any) -> None:
+        self.tp, self.producer = tp, producer
+        self.began = time.monotonic()
+        self.records = 0  # handled in it so far
+        self.next_offset = -1  # the offset to commit: after the last handled record
+        self.last_run: Run | None = None
+        self.settled: Future = Future()
+
+
+class TransactionalHandler:
+    """A BatchHandler that writes a partition's runs in Kafka transactions (see the module docstring).
+
+    Parameters:
+        run_in: the work itself; its ``settled`` future, if any, is only looked at after the commit (a
+            forwarder's delivery ack: the commit flushes the producer).
+        transactions: the partitions' transactional producers.
+    """
+
+    def __init__(self, run_in: RunIn, transactions: PartitionTransactions) -> None:
+        self._run_in, self._transactions = run_in, transactions
+        self._open = threading.local()  # .txn: the _Open of this worker thread, or None
+        self.committed = 0  # transactions committed (metrics, tests)
+        self.failed = 0  # transactions that failed, their runs tried again
+
+    def handle(self, run: Run) -> Outcome:
+        tp = run.work.tp
+        txn: _Open | None = getattr(self._open, "txn", None)
+        if txn is not None and txn.tp != tp:  # a lane is one partition's; end another's before starting
+            self.lane_ended()
+            txn = None
+        start = run.start
+        if txn is None:
+            try:
+                producer, committed = self._transactions.begin(tp)
+            except KafkaException as exc:
+                return self._begin_failed(run, exc)
+            if committed is not None:  # a new producer fenced and re-read the offset: what is below it is written
+                while start < run.stop and run.records[start].offset() < committed:
+                    start += 1
+            txn = self._open.txn = _Open(tp, producer)
+        skipped = start - run.start
+        run.exact = False  # no progress record by record: the transaction may still abort
+        try:
+            with writing_into(txn.producer):
+                outcome = self._run_in(run, txn.producer, start)
+        except RunFailed as failed:
+            self._abort(txn, failed)
+            return Outcome(skipped, None, failed.pause_ms)
+        except BaseException as exc:  # its writes must not commit with the others
+            self._abort(txn, exc)
+            raise
+        if not run.still_ours():  # stalled past the lock: the next owner decides, this writes nothing
+            self._abort(txn, RuntimeError(f"the lock of {tp} passed"), failed=False)
+            return Outcome.not_ours(skipped)
+        if outcome.handled:
+            txn.records += outcome.handled
+            txn.next_offset = run.records[start + outcome.handled - 1].offset() + 1
+            txn.last_run = run
+        ends_lane = outcome.pause_ms is not None or start + outcome.handled < run.stop
+        if txn.records == 0:  # nothing in it: nothing to commit
+            self._abort(txn, None, failed=False)
+            return Outcome(skipped, None, outcome.pause_ms)
+        pause_ms = outcome.pause_ms
+        if ends_lane or txn.records >= COMMIT_MAX_RECORDS or time.monotonic() - txn.began >= COMMIT_INTERVAL_S:
+            if not self._commit(txn):
+                pause_ms = RETRY_PAUSE_MS  # the lane stops: no later run may commit past the failed ones
+        return Outcome(skipped + outcome.handled, txn.settled if outcome.handled else None, pause_ms)
+
+    def lane_ended(self) -> None:
+        """The lane of this thread stopped: commit what its runs wrote (the lane calls it before it ends)."""
+        txn: _Open | None = getattr(self._open, "txn", None)
+        if txn is None:
+            return
+        if txn.last_run is not None and not txn.last_run.still_ours():
+            self._abort(txn, RuntimeError(f"the lock of {txn.tp} passed"), failed=False)
+            return
+        self._commit(txn)
+
+    def _commit(self, txn: _Open) -> bool:
+        """Commit ``txn``; False when it failed (its runs are handed again)."""
+        self._open.txn = None
+        try:
+            self._transactions.commit(txn.tp, txn.producer, txn.next_offset)
+        except KafkaException as exc:
+            self._failed(txn, exc)
+            return False
+        self.committed += 1
+        txn.settled.set_result(txn.next_offset)
+        return True
+
+    def _abort(self, txn: _Open, error: BaseException | None, failed: bool = True) -> None:
+        """End ``txn`` without a trace; its runs so far are handed again (their future fails)."""
+        self._open.txn = None
+        self._transactions.abort(txn.tp, txn.producer)
+        if txn.records:
+            txn.settled.set_exception(error or RuntimeError(f"the transaction of {txn.tp} was aborted"))
+        if failed:
+            self.failed += 1
+
+    def _failed(self, txn: _Open, exc: KafkaException) -> None:
+        """Nothing of the transaction became visible; its runs are handed again (a new producer fences and
+        re-reads the offset)."""
+        self.failed += 1
+        self._transactions.drop(txn.tp)
+        log.warning("a transaction of %s[%d] failed (%s); its records are tried again", txn.tp[0], txn.tp[1],
+                    exc.args[0] if exc.args else exc)
+        txn.settled.set_exception(exc)
+
+    def _begin_failed(self, run: Run, exc: KafkaException) -> Outcome:
+        self.failed += 1
+        log.warning("a transaction of %s[%d] could not begin (%s); its records are tried again in %d ms",
+                    run.work.topic, run.work.tp[1], exc.args[0] if exc.args else exc, RETRY_PAUSE_MS)
+        return Outcome(0, None, RETRY_PAUSE_MS)
