@@ -1,13 +1,14 @@
-"""The forwarder's exactly-once mode: each run of a delay partition is one Kafka transaction.
+"""The forwarder's exactly-once mode: a delay partition's runs are written in Kafka transactions.
 
-What a run forwards, re-routes and dead-letters commits together with the delay
-partition's offset after it (:mod:`~rocketkafka.ordering.transactions`). A SIGKILLed
+What the runs forward, re-route and dead-letter commits together with the delay
+partition's offset after them (:mod:`~rocketkafka.ordering.transactional_runs`: a
+transaction spans the runs a lane hands in a row). A SIGKILLed
 forwarder therefore re-forwards nothing that a read_committed reader saw: its open
 transaction is aborted when the next owner fences the partition, and the next owner
 starts at the offset that committed with the last transaction.
 
 Holds (records due within ``hold_ms``, delivered by a timer while the partition goes on)
-become waits in this mode, because the timer would write outside the run's transaction.
+become waits in this mode, because the timer would write outside the transaction.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from rocketkafka.ordering.transactions import PartitionTransactions
 
 def transactional_forwarding(forward: ForwardHandler, transactions: PartitionTransactions,
                              wrap: Callable[[Any], Any] | None = None) -> TransactionalHandler:
-    """The scheduler's BatchHandler in exactly-once mode: ``forward``'s work inside a transaction per run.
+    """The scheduler's BatchHandler in exactly-once mode: ``forward``'s work in transactions that span a lane's runs.
 
     ``wrap`` makes what the forwarding writes through from the run's producer (tracing); ``None``: the
     producer itself. Dead letters go into the transaction by themselves (the thread writes into it).

@@ -89,7 +89,7 @@ class DelayForwarder(EngineStatus):
         metrics_port: serve Prometheus metrics on this port (``0``: a free one, then in ``metrics.port``).
         trace: write a ``FORWARDED`` (or ``HOPPED``) trace event per record moved (:mod:`rocketkafka.trace`);
             off, the forwarding loop has no tracing work.
-        exactly_once: forward each run of a delay partition, and commit its offset, in one Kafka transaction
+        exactly_once: forward a delay partition's records, and commit its offset, in the same Kafka transactions
             (:mod:`~rocketkafka.delay.exactly_once`): a read_committed reader of the real topics sees every
             message once, even after a SIGKILL. ``start()`` refuses it on a broker whose read_committed
             readers see aborted records (Tansu).

@@ -1,9 +1,10 @@
 """Exactly-once processing in a push consumer (``PushConsumer(exactly_once=True)``): consume -> produce, atomic.
 
-Each run of a partition (up to ``consume_batch_size`` messages) is one Kafka transaction
-(:mod:`~rocketkafka.ordering.transactions`). What the listener sends through
+A partition's runs (up to ``consume_batch_size`` messages each) are written in Kafka transactions
+that span the runs a lane hands in a row, at most 100 ms (:mod:`~rocketkafka.ordering.transactional_runs`).
+What the listener sends through
 :attr:`PushConsumer.producer <rocketkafka.ordering.push_consumer.PushConsumer.producer>`, the
-retry copies and dead letters of its failures, and the offset after the run commit together,
+retry copies and dead letters of its failures, and the offset after the runs commit together,
 or not at all. This is Kafka Streams' and Parallel Consumer's transactional mode, with
 RocketMQ's ordering kept.
 
@@ -12,7 +13,8 @@ RocketMQ's ordering kept.
   one partition cannot be open at once. Concurrent and key-ordered consumers keep their
   semantics (key order holds a fortiori) and get their parallelism from partitions.
 - A listener's futures (orderly pipelining) are waited for inside the transaction. One that
-  fails aborts the run, and the run is tried again after the suspend time.
+  fails aborts the transaction (with the runs before it in the lane), and they are tried again
+  after the suspend time.
 - A message handled in an aborted transaction is handed to the listener again. Its sends
   were aborted with it, so a read_committed reader sees the outputs of each message once.
   Side effects outside Kafka are not covered: they happen once per try.

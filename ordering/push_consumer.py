@@ -82,7 +82,7 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
             the named one in ``options.allocation``.
         trace: write trace events (``DELIVERED``, ``CONSUMED``, ``RETRIED``, ``DEAD_LETTERED``) to the
             trace topic (:mod:`rocketkafka.trace`); off, the listener loop does no tracing work at all.
-        exactly_once: each batch of a partition is one Kafka transaction: what the listener sends through
+        exactly_once: a partition's batches are written in Kafka transactions: what the listener sends through
             :attr:`producer`, its retry copies and dead letters, and the consumed offset commit together
             (clustering only; each partition then runs one batch at a time:
             :mod:`~rocketkafka.ordering.exactly_once_consumer`). ``start()`` refuses it on a broker whose
@@ -365,7 +365,7 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
         chunker: Chunker = ByKey(o.consume_batch_size, order_key_of(o.order_key)) if self.keyed else \
             Serial(o.consume_batch_size) if self.orderly else Unordered(o.consume_batch_size)
         batch_handler: BatchHandler = handler
-        if self.exactly_once:  # one transaction per run: one run of a partition at a time
+        if self.exactly_once:  # a partition's transactions are serial: one run of a partition at a time
             self._transactions = PartitionTransactions(self.settings, self.group_id)
             batch_handler = listener_in_transactions(handler, self._transactions, o.suspend_current_queue_time_ms)
             chunker = Serial(o.consume_batch_size)

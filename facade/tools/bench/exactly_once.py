@@ -82,8 +82,8 @@ def _rows(figures: dict[str, dict[str, list[float]]], batch: int) -> list[BenchR
     for figure, values in figures.items():
         unit = "ms" if "lateness" in figure or "latency" in figure else "msg/s"
         alo, eos = values["at least once"], values["exactly once"]
-        detail = f"a transaction per run of up to {batch} messages" if figure.startswith("consumer") else \
-            "a transaction per run of a delay partition"
+        detail = f"a transaction spans a lane's runs (of up to {batch} messages; <= 100 ms)" \
+            if figure.startswith("consumer") else "a transaction spans a lane's runs of a delay partition (<= 100 ms)"
         rows.append(BenchRow("exactly-once", f"{figure}, at least once", statistics.median(alo), unit,
                              spread=(min(alo), max(alo))))
         rows.append(BenchRow("exactly-once", f"{figure}, exactly once", statistics.median(eos), unit,
