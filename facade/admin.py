@@ -31,6 +31,8 @@ REACHABLE_WITHIN_S = 5.0
 #: learns of a new topic from the controller on its own time, so one created a moment ago (by another
 #: client) may be missing from the broker asked. A single broker's answer is final.
 NEW_TOPIC_PROPAGATION_S = 3.0
+#: Seconds a create waits at most for the leaders of its new partitions to serve them (see ``_await_leaders``).
+LEADERS_WITHIN_S = 10.0
 #: ListOffsets errors of a new partition whose leader has not loaded it yet (or a client that has not learnt its leader).
 _NOT_SERVED_YET = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
                              KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.REPLICA_NOT_AVAILABLE, KafkaError.UNKNOWN_LEADER_EPOCH,
@@ -210,9 +212,11 @@ class TopicAdmin:
         # librdkafka waits the whole timeout for a controller and then says only "Timed out": a metadata look-up
         # first answers an unreachable broker within seconds, naming the address (BrokerUnavailableError)
         self._list(min(timeout, REACHABLE_WITHIN_S))
+        created: builtins.list[str] = []
         for name, future in self._client.create_topics(new, operation_timeout=timeout, request_timeout=timeout).items():
             try:
                 future.result()
+                created.append(name)
                 log.info("created topic %s", name)
             except KafkaException as exc:
                 code = exc.args[0].code()
@@ -225,7 +229,7 @@ class TopicAdmin:
                     raise ConfigError(f"topic {name!r} (replication factor {wanted}, config {config or {}}): "
                                       f"the broker refused it: {exc.args[0].str()}") from None
                 raise
-        self._await_metadata(list(topics), timeout)
+        self._await_metadata(list(topics), created, timeout)
 
     def exists(self, topic: str) -> bool:
         """True when the broker lists ``topic`` (never creates it)."""
@@ -300,8 +304,10 @@ class TopicAdmin:
         for t in topics:
             self._cache.pop(t, None)
 
-    def _await_metadata(self, topics: builtins.list[str], timeout: float) -> None:
-        """Wait until ``topics`` are listed and every partition's leader answers for it (or ``timeout``)."""
+    def _await_metadata(self, topics: builtins.list[str], created: builtins.list[str], timeout: float) -> None:
+        """Wait until ``topics`` are listed, and the leader of every partition of those ``created`` now serves
+        it (at most :data:`LEADERS_WITHIN_S` of ``timeout``: a topic that existed may lack a leader for long,
+        a broker down, and that is no reason to hold a start)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             listed = self._list(10.0)
@@ -310,8 +316,8 @@ class TopicAdmin:
             time.sleep(0.05)
         else:
             return
-        partitions = [TopicPartition(t, p) for t in topics for p in listed[t].partitions]
-        self._await_leaders(partitions, deadline)
+        partitions = [TopicPartition(t, p) for t in created for p in listed[t].partitions]
+        self._await_leaders(partitions, min(deadline, time.monotonic() + LEADERS_WITHIN_S))
 
     def _await_leaders(self, partitions: builtins.list[TopicPartition], deadline: float) -> None:
         """Wait until the leader of each new partition serves it: a ListOffsets of each answers.

@@ -38,7 +38,8 @@ RDKAFKA_LOG = logging.getLogger("rocketkafka.rdkafka")
 RDKAFKA_LOG.addFilter(RepeatFilter())  # an unreachable broker is reported once a minute, not on every reconnect
 
 
-#: Producer settings under every write rocketkafka makes (a user's config may override them).
+#: Producer settings under every write rocketkafka makes (a producer's own ``producer_config`` overrides them,
+#: ``Settings.kafka`` does not: they win over it, as the other producer defaults do).
 #:
 #: One produce request in flight per broker: with more, librdkafka's idempotent producer can
 #: lose a message. A new producer's first batch to a partition fails retriably (a leader

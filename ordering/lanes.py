@@ -121,8 +121,10 @@ class Run:
 class BatchHandler(Protocol):
     """Hands one run's records on, on a worker thread (or the poll thread, for fast handlers).
 
-    A handler may also have ``lane_ended()``: the lane calls it on the same thread when it stops
-    handing runs (what spans a lane's runs ends there: :mod:`~rocketkafka.ordering.transactional_runs`).
+    A handler may also have ``lane_ended() -> pause_ms | None``: the lane calls it on the same thread
+    when it stops handing runs (what spans a lane's runs ends there:
+    :mod:`~rocketkafka.ordering.transactional_runs`); a pause holds the shard's next lane back. Such a
+    handler never runs on the poll thread.
     """
 
     def handle(self, run: Run) -> Outcome:
@@ -148,9 +150,11 @@ class Handled:
 
 @dataclass(frozen=True, slots=True)
 class LaneEnded:
-    """The lane's worker stopped reading its feed; what is left in it goes back to the shard."""
+    """The lane's worker stopped reading its feed; what is left in it goes back to the shard. ``pause_ms``: how
+    long the shard waits before its next lane (the handler's ``lane_ended`` failed to end something)."""
 
     lane: Lane
+    pause_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,10 +220,12 @@ class Lane:
                 if now - started > max_continuous_s or (deadline is not None and now >= deadline):
                     return
         finally:
+            pause_ms = None
             ended = getattr(handler, "lane_ended", None)  # a handler that spans runs (transactions) ends here
             if ended is not None:
                 try:
-                    ended()
+                    pause_ms = ended()
                 except Exception:  # noqa: BLE001 - its runs' futures say what failed; the lane must end
                     log.exception("batch handler failed to end its lane")
-            post(LaneEnded(self))
+                    pause_ms = HANDLER_FAILED_PAUSE_MS
+            post(LaneEnded(self, pause_ms))

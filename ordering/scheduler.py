@@ -94,7 +94,9 @@ class Scheduler:
         self._closed = False
         self._per_record_s = float("inf")  # recent handler time per record (unknown: workers first)
         self._slow_until = 0.0  # also set by the timer thread on a stall: a hint, not batch state
-        self._on_stall = on_stall
+        # a handler that ends something when its lane ends (a transaction's commit, ~90 ms) never runs on the
+        # poll thread: inline lanes end every few ms
+        self._on_stall = on_stall if getattr(handler, "lane_ended", None) is None else None
         self._inline: deque[Lane] = deque()  # lanes the poll thread runs at its next tick()
         self._guard = threading.Lock()  # makes "still inside the tick" and "hand polling over" one step
         self._guarded = -1  # the tick whose inline lane the poll thread is in (-1: none)
@@ -186,7 +188,7 @@ class Scheduler:
             elif type(message) is LaneEnded:
                 lane = message.lane
                 self._lanes_out -= 1
-                settlement.lane_ended(lane.shard, lane)
+                settlement.lane_ended(lane.shard, lane, message.pause_ms)
                 self._schedule(lane.shard)
             elif type(message) is Settled:
                 shard = message.shard

@@ -91,9 +91,11 @@ def handled(shard: Shard, lane: Lane, message: Handled, post: Post) -> None:
         shard.due = message.at + outcome.pause_ms / 1000
 
 
-def lane_ended(shard: Shard, lane: Lane) -> None:
+def lane_ended(shard: Shard, lane: Lane, pause_ms: int | None = None) -> None:
     """The lane's worker stopped: the runs it never took go back to the shard (its next lane takes them
-    again)."""
+    again, after ``pause_ms`` when the lane asked for one: a failed commit's rewind comes first)."""
+    if pause_ms is not None:
+        shard.due = max(shard.due, time.monotonic() + pause_ms / 1000)
     while True:
         try:
             run = lane.feed.get_nowait()

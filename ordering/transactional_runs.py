@@ -11,13 +11,19 @@ second per partition, and a delay topic fed 125 a second fell behind without end
 stays open while the lane has more runs of the partition in its feed, and commits when:
 
 - the lane ends (its feed ran dry, a pause, a partial run, its time slice): :meth:`TransactionalHandler.lane_ended`,
-  called by the lane on the same worker thread;
+  called by the lane on the same worker thread (never the poll thread: the scheduler runs such a handler
+  on workers only);
 - it is :data:`COMMIT_INTERVAL_S` old or holds :data:`COMMIT_MAX_RECORDS` records.
 
 Each run reports a future as its ``settled``: the transaction's, resolved by the commit. A commit or a
 run that fails aborts the transaction, and the future's failure makes the scheduler hand every run of it
-again (a rewind); the next transaction fences anew and skips what did commit
-(:meth:`~rocketkafka.ordering.transactions.PartitionTransactions.begin`).
+again (a rewind). Until then no later run may commit past them: the run or the lane's end that failed
+returns a pause, which holds the shard back until the rewind. A run of a lane the rewind cancelled
+commits nothing either.
+
+Records below the partition's *floor* are skipped, in every run: the offset a new producer read after
+fencing (:meth:`~rocketkafka.ordering.transactions.PartitionTransactions.begin`: what an earlier owner,
+or a commit that reported a failure but landed, wrote), then each commit's offset.
 """
 
 from __future__ import annotations
@@ -85,6 +91,7 @@ class TransactionalHandler:
     def __init__(self, run_in: RunIn, transactions: PartitionTransactions) -> None:
         self._run_in, self._transactions = run_in, transactions
         self._open = threading.local()  # .txn: the _Open of this worker thread, or None
+        self._floor: dict[TP, int] = {}  # per partition: offsets below are written (see the module docstring)
         self.committed = 0  # transactions committed (metrics, tests)
         self.failed = 0  # transactions that failed, their runs tried again
 
@@ -94,17 +101,22 @@ class TransactionalHandler:
         if txn is not None and txn.tp != tp:  # a lane is one partition's; end another's before starting
             self.lane_ended()
             txn = None
-        start = run.start
+        if run.records[run.stop - 1].offset() < self._floor.get(tp, -1):
+            return Outcome(run.stop - run.start)  # all of it written before (a rewind after a commit that landed)
         if txn is None:
             try:
                 producer, committed = self._transactions.begin(tp)
             except KafkaException as exc:
                 return self._begin_failed(run, exc)
             if committed is not None:  # a new producer fenced and re-read the offset: what is below it is written
-                while start < run.stop and run.records[start].offset() < committed:
-                    start += 1
+                self._floor[tp] = committed
             txn = self._open.txn = _Open(tp, producer)
+        start, floor = run.start, self._floor.get(tp, -1)
+        while start < run.stop and run.records[start].offset() < floor:
+            start += 1
         skipped = start - run.start
+        if start == run.stop:
+            return Outcome(skipped)  # the transaction stays open, empty or not, for the lane's next runs
         run.exact = False  # no progress record by record: the transaction may still abort
         try:
             with writing_into(txn.producer):
@@ -118,6 +130,9 @@ class TransactionalHandler:
         if not run.still_ours():  # stalled past the lock: the next owner decides, this writes nothing
             self._abort(txn, RuntimeError(f"the lock of {tp} passed"), failed=False)
             return Outcome.not_ours(skipped)
+        if _cancelled(run):  # a rewind came meanwhile: these runs are handed again, from before them
+            self._abort(txn, RuntimeError(f"the runs of {tp} are handed again"), failed=False)
+            return Outcome(skipped, None, RETRY_PAUSE_MS)
         if outcome.handled:
             txn.records += outcome.handled
             txn.next_offset = run.records[start + outcome.handled - 1].offset() + 1
@@ -132,15 +147,26 @@ class TransactionalHandler:
                 pause_ms = RETRY_PAUSE_MS  # the lane stops: no later run may commit past the failed ones
         return Outcome(skipped + outcome.handled, txn.settled if outcome.handled else None, pause_ms)
 
-    def lane_ended(self) -> None:
-        """The lane of this thread stopped: commit what its runs wrote (the lane calls it before it ends)."""
+    def lane_ended(self) -> int | None:
+        """The lane of this thread stopped: commit what its runs wrote (the lane calls it before it ends).
+
+        Returns the pause (ms) that holds the shard's next lane back until the rewind of a transaction
+        that did not commit, else ``None``.
+        """
         txn: _Open | None = getattr(self._open, "txn", None)
         if txn is None:
-            return
-        if txn.last_run is not None and not txn.last_run.still_ours():
+            return None
+        if txn.records == 0:  # begun, nothing written (its runs were below the floor)
+            self._abort(txn, None, failed=False)
+            return None
+        last = txn.last_run
+        if last is not None and not last.still_ours():
             self._abort(txn, RuntimeError(f"the lock of {txn.tp} passed"), failed=False)
-            return
-        self._commit(txn)
+            return RETRY_PAUSE_MS
+        if last is not None and _cancelled(last):
+            self._abort(txn, RuntimeError(f"the runs of {txn.tp} are handed again"), failed=False)
+            return RETRY_PAUSE_MS
+        return None if self._commit(txn) else RETRY_PAUSE_MS
 
     def _commit(self, txn: _Open) -> bool:
         """Commit ``txn``; False when it failed (its runs are handed again)."""
@@ -150,20 +176,26 @@ class TransactionalHandler:
         except KafkaException as exc:
             self._failed(txn, exc)
             return False
+        except BaseException as exc:  # the future must end, or the shard's settlement waits forever
+            self._failed(txn, exc)
+            raise
         self.committed += 1
+        self._floor[txn.tp] = txn.next_offset
         txn.settled.set_result(txn.next_offset)
         return True
 
     def _abort(self, txn: _Open, error: BaseException | None, failed: bool = True) -> None:
         """End ``txn`` without a trace; its runs so far are handed again (their future fails)."""
         self._open.txn = None
-        self._transactions.abort(txn.tp, txn.producer)
-        if txn.records:
-            txn.settled.set_exception(error or RuntimeError(f"the transaction of {txn.tp} was aborted"))
-        if failed:
-            self.failed += 1
+        try:
+            self._transactions.abort(txn.tp, txn.producer)
+        finally:
+            if txn.records:
+                txn.settled.set_exception(error or RuntimeError(f"the transaction of {txn.tp} was aborted"))
+            if failed:
+                self.failed += 1
 
-    def _failed(self, txn: _Open, exc: KafkaException) -> None:
+    def _failed(self, txn: _Open, exc: BaseException) -> None:
         """Nothing of the transaction became visible; its runs are handed again (a new producer fences and
         re-reads the offset)."""
         self.failed += 1
@@ -177,3 +209,9 @@ class TransactionalHandler:
         log.warning("a transaction of %s[%d] could not begin (%s); its records are tried again in %d ms",
                     run.work.topic, run.work.tp[1], exc.args[0] if exc.args else exc, RETRY_PAUSE_MS)
         return Outcome(0, None, RETRY_PAUSE_MS)
+
+
+def _cancelled(run: Run) -> bool:
+    """Whether a rewind cancelled the lane of ``run`` (its runs are handed again)."""
+    lane = getattr(run, "lane", None)
+    return lane is not None and lane.cancelled

@@ -137,3 +137,43 @@ def test_leaving_takes_back_what_no_worker_has_begun(managers):
     gate.set()
     _until(manager, lambda: work.drained())
     assert handler.offered == [0] and work.commit_point() == 2
+
+
+class SpanningLanes(Scripted):
+    """A handler whose runs share one future per lane, failed when the lane ends (a transaction whose commit
+    failed), the first time only."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.future: Future | None = None
+        self.ended = 0
+
+    def handle(self, run: Run) -> Outcome:
+        super().handle(run)
+        self.future = self.future or Future()
+        return Outcome(run.stop - run.start, self.future)
+
+    def lane_ended(self) -> int | None:
+        future, self.future = self.future, None
+        self.ended += 1
+        if future is None:
+            return None
+        if self.ended == 1:
+            future.set_exception(RuntimeError("commit failed"))
+            return 200
+        future.set_result(None)
+        return None
+
+
+def test_a_lane_whose_end_fails_holds_its_shard_back_and_every_run_of_it_is_handed_again(managers):
+    handler = SpanningLanes()
+    manager = Scheduler(handler, threads=2, max_continuous_ms=1000, rewind_pause_ms=20, name="test",
+                        on_stall=lambda: None)
+    managers.append(manager)
+    assert manager._on_stall is None  # a handler that ends its lanes never runs on the poll thread
+    context = ClaimContext(("t", 0), (("t", 0),), 1, {("t", 0): 0}, lambda: float("inf"), lambda tp, o: None)
+    work = PartitionWork(context, manager.submit, Serial(5))
+    work.take(("t", 0), [Rec(o) for o in range(10)])  # two batches: 0..4 and 5..9
+    _until(manager, lambda: work.commit_point() == 10)
+    assert handler.offered[0] == 0 and handler.offered.count(0) == 2  # the failed lane's runs, again from 0
+    assert handler.offered[handler.offered.index(0, 1):] == [0, 5]

@@ -161,3 +161,36 @@ def test_a_lane_that_wrote_nothing_ends_without_a_transaction():
     txns = Transactions()
     handler(Forward(), txns).lane_ended()
     assert txns.log == []
+
+
+def test_what_a_new_producer_read_is_skipped_in_every_later_run_too():
+    """A commit that reported a failure but landed: the rewind hands its runs again, the new producer reads
+    the offset after all of them, and none is written twice (the first run alone was not enough)."""
+    forward, txns = Forward(), Transactions(committed=18)
+    forwarding = handler(forward, txns)
+    first = forwarding.handle(run(range(10, 15)))  # type: ignore[arg-type]
+    txns.read = None  # the same producer: no new read
+    second = forwarding.handle(run(range(15, 18)))  # type: ignore[arg-type]
+    third = forwarding.handle(run(range(18, 20)))  # type: ignore[arg-type]
+    forwarding.lane_ended()
+    assert forward.starts == [0] and len(forward.starts) == 1  # only the third run, 18 and 19, forwarded
+    assert (first.handled, second.handled, third.handled) == (5, 3, 2)
+    assert txns.log == [("begin", TP), ("commit", TP, 20)]
+
+
+def test_a_lane_whose_commit_fails_at_its_end_holds_the_shard_back_until_the_rewind():
+    txns = Transactions(fail_commit=True)
+    forwarding = handler(Forward(), txns)
+    outcome = forwarding.handle(run(range(10, 15)))  # type: ignore[arg-type]
+    assert forwarding.lane_ended() == RETRY_PAUSE_MS and outcome.settled.exception() is not None
+
+
+def test_a_lane_a_rewind_cancelled_commits_nothing():
+    txns = Transactions()
+    forwarding = handler(Forward(), txns)
+    cancelled = run(range(10, 15))
+    cancelled.lane = SimpleNamespace(cancelled=False)
+    outcome = forwarding.handle(cancelled)  # type: ignore[arg-type]
+    cancelled.lane.cancelled = True  # the poll thread's rewind, while the lane still runs
+    assert forwarding.lane_ended() == RETRY_PAUSE_MS
+    assert txns.log[-1] == ("abort", TP) and outcome.settled.exception() is not None
