@@ -140,10 +140,15 @@ def _await(settings: Settings, group: str, resets: OffsetResets, offsets: dict[T
             if unowned:
                 won = table.lock_batch([(v.topic, v.partition) for v in unowned])
                 if won:
-                    _commit(settings, group, {tp: offsets[tp] for tp in won}, {tp: h.fencing_token for tp, h in won.items()})
-                    resets.done(won, offsets)
+                    # asked again under the lock: an owner may have applied it and unlocked since ``pending``
+                    # was read (it marks the request done before it unlocks); its commit stands
+                    mine = {tp: h for tp, h in won.items() if tp in resets.pending(won)}
+                    if mine:
+                        _commit(settings, group, {tp: offsets[tp] for tp in mine},
+                                {tp: h.fencing_token for tp, h in mine.items()})
+                        resets.done(mine, offsets)
+                        applied.update({tp: "admin" for tp in mine})
                     table.unlock_batch(won)
-                    applied.update({tp: "admin" for tp in won})
                     continue
             if time.monotonic() > deadline:
                 names = ", ".join(f"{t}[{p}]" for t, p in sorted(pending))
