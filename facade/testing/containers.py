@@ -66,10 +66,13 @@ _PORT_ATTEMPTS = 3
 #: How long a CI run waits for the engine to answer: podman's API service, beside four JVM brokers on two
 #: cores, once took longer than one 3 s ping (CI: the engine answered the suites before and after).
 CI_ENGINE_WAIT_S = 60.0
+#: A client's timeout for one API call: the docker SDK's own default. Podman beside four JVM brokers once
+#: took more than 5 s to answer ``/version`` (CI, stop 31), and a slow answer is not a missing engine.
+ENGINE_CALL_TIMEOUT_S = 60.0
 
 
 # -- the engine ------------------------------------------------------------------------
-def engine_client(timeout: float = 5.0) -> docker.DockerClient:
+def engine_client(timeout: float = ENGINE_CALL_TIMEOUT_S) -> docker.DockerClient:
     """A Docker API client for the engine testcontainers would use (``DOCKER_HOST`` etc.)."""
     base_url = get_docker_host()
     if base_url:
