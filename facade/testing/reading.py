@@ -6,8 +6,9 @@ import time
 import uuid
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import (OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaError, KafkaException, Message,
+                             TopicPartition)
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 
 def read_all(bootstrap_servers: str, topic: str, timeout: float = 10.0) -> list[Any]:
@@ -39,6 +40,26 @@ def read_all(bootstrap_servers: str, topic: str, timeout: float = 10.0) -> list[
     if len(at_eof) < len(partitions):
         raise TimeoutError(f"reading {topic} did not reach the end of every partition in {timeout} s")
     return records
+
+
+def open_transactions(bootstrap_servers: str, topic: str) -> dict[int, tuple[int, int]]:
+    """Partitions of ``topic`` that a Kafka transaction still holds: ``{partition: (last stable offset,
+    high watermark)}`` where the first is below the second.
+
+    A ``read_committed`` reader (and :func:`read_all`, librdkafka's default isolation) ends at the last
+    stable offset, so it does not see records committed after a transaction that is still open: one of a
+    producer that died with it open holds them until its id is fenced or the broker aborts it
+    (``transaction.timeout.ms``). Wait for ``{}`` before reading what such a producer's partitions hold.
+    """
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    partitions = [TopicPartition(topic, p) for p in admin.list_topics(topic, timeout=10).topics[topic].partitions]
+    ends = {}
+    for isolation in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED):
+        futures = admin.list_offsets({tp: OffsetSpec.latest() for tp in partitions}, isolation_level=isolation,
+                                     request_timeout=10)
+        ends[isolation] = {tp.partition: future.result().offset for tp, future in futures.items()}
+    stable, high = ends[IsolationLevel.READ_COMMITTED], ends[IsolationLevel.READ_UNCOMMITTED]
+    return {p: (stable[p], high[p]) for p in sorted(high) if stable[p] < high[p]}
 
 
 def committed_offsets(bootstrap_servers: str, group: str, topic: str, partitions: int) -> dict[int, int]:
