@@ -142,7 +142,8 @@ def _await(settings: Settings, group: str, resets: OffsetResets, offsets: dict[T
                 if won:
                     # asked again under the lock: an owner may have applied it and unlocked since ``pending``
                     # was read (it marks the request done before it unlocks); its commit stands
-                    mine = {tp: h for tp, h in won.items() if tp in resets.pending(won)}
+                    still_pending = resets.pending(won)
+                    mine = {tp: h for tp, h in won.items() if tp in still_pending}
                     if mine:
                         _commit(settings, group, {tp: offsets[tp] for tp in mine},
                                 {tp: h.fencing_token for tp, h in mine.items()})
