@@ -35,6 +35,11 @@ REMOTE_ENV = "ROCKETKAFKA_SPARK_REMOTE"
 #: Spark setting that reduces a Python worker's error to its last line (``Type: message``), so a
 #: data source error reads ``[PYTHON_DATA_SOURCE_ERROR] ...: SourceOptionError: Kafka source option ...``.
 HIDE_TRACEBACK = "spark.sql.execution.pyspark.udf.hideTraceback.enabled"
+#: How long the driver and the JVM wait for each other on the local socket a ``collect()`` reads through
+#: (Spark's 15 s, raised to 120 s here). On a loaded machine the JVM can be later than that, and PySpark 4.2
+#: then reports ``UnboundLocalError: ... 'sockfile'`` instead of the timeout (its ``_load_from_socket``
+#: closes a file it never opened): seen once in CI, beside four Kafka brokers on two cores.
+AUTH_SOCKET_TIMEOUT = "spark.python.authenticate.socketTimeout"
 
 
 def prepare_python_env() -> None:
@@ -115,7 +120,7 @@ def spark_session(master: str | None = None, app_name: str = "rocketkafka", conf
     else:
         static = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
                   "spark.python.worker.reuse": "true", "spark.driver.host": "127.0.0.1",
-                  "spark.driver.bindAddress": "127.0.0.1"}
+                  "spark.driver.bindAddress": "127.0.0.1", AUTH_SOCKET_TIMEOUT: "120s"}
         builder = SparkSession.builder.master(master or os.environ.get(MASTER_ENV) or "local[2]").appName(app_name)
         jars = [str(j) for j in session_jars(connector)]
         if jars:
