@@ -11,7 +11,7 @@ import pytest
 from rocketkafka import ConfigError, ConsumeOrderlyStatus, Message, Producer, PushConsumer
 from rocketkafka.testing.history import History, check
 from rocketkafka.testing.reading import committed_offsets, read_all
-from tests.ordering.conftest import FAST, wait_until
+from tests.ordering.conftest import FAST, STEADY, shut_down, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +40,7 @@ def _overlapping_keys(calls) -> int:
 def test_same_key_serial_in_offset_order_and_keys_of_a_partition_overlap(rk_settings, rk_topic, rk_group, produce):
     topic = rk_topic(partitions=2)
     history = History()
-    c = PushConsumer(rk_group, settings=rk_settings, orderly=True, order_key="key", consume_thread_max=32, **FAST)
+    c = PushConsumer(rk_group, settings=rk_settings, orderly=True, order_key="key", consume_thread_max=32, **STEADY)
     c.subscribe(topic, _keyed(history, "k1", sleep=0.010))
     c.start()
     ids = produce(topic, 800, key_of=lambda i: f"order-{i % 40}", keys_of=lambda i: f"order-{i % 40}")
@@ -60,7 +60,7 @@ def test_same_key_serial_in_offset_order_and_keys_of_a_partition_overlap(rk_sett
 def test_json_path_order_key(rk_settings, rk_topic, rk_group):
     topic = rk_topic(partitions=1)
     history = History()
-    c = PushConsumer(rk_group, settings=rk_settings, orderly=True, order_key="$.order.id", consume_thread_max=16, **FAST)
+    c = PushConsumer(rk_group, settings=rk_settings, orderly=True, order_key="$.order.id", consume_thread_max=16, **STEADY)
 
     def handle(msg):
         with history.handler_call("j", msg, key=str(json.loads(msg.body)["order"]["id"])):
@@ -155,7 +155,7 @@ def test_graceful_handover_in_key_mode_redelivers_nothing(rk_settings, rk_topic,
     consumers = {}
 
     def add(name):
-        c = PushConsumer(rk_group, settings=rk_settings, orderly=True, order_key="key", consume_thread_max=16, **FAST)
+        c = PushConsumer(rk_group, settings=rk_settings, orderly=True, order_key="key", consume_thread_max=16, **STEADY)
         c.subscribe(topic, _keyed(history, name, sleep=0.002))
         c.start()
         consumers[name] = c
@@ -166,13 +166,13 @@ def test_graceful_handover_in_key_mode_redelivers_nothing(rk_settings, rk_topic,
     add("b")  # a hands two partitions over while it is busy
     assert wait_until(lambda: len(consumers["b"].assignment()) == 2, timeout=20)
     more = produce(topic, 500, key_of=lambda i: f"o{i % 64}", keys_of=lambda i: f"o{i % 64}")
-    consumers.pop("a").shutdown()  # and leaves while keys are in flight
+    locks_lost = shut_down([consumers.pop("a")])  # and leaves while keys are in flight
     assert wait_until(lambda: len({x.msg_id for x in history.calls}) >= 2000, timeout=60)
     time.sleep(0.5)
-    consumers["b"].shutdown()
+    locks_lost += shut_down([consumers["b"]])
     report = check(history.calls, ids + more, order_by="key", serial_by="key")
-    print(report.summary())
-    assert report.lost_count == 0 and report.duplicate_count == 0, report
+    print(report.summary(), f"locks lost: {locks_lost}")
+    assert report.lost_count == 0 and report.duplicate_count == 0, f"{report}; locks lost: {locks_lost}"
     assert report.reorders == [] and report.overlaps == []
 
 

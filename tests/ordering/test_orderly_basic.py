@@ -9,7 +9,7 @@ import pytest
 from rocketkafka import ConsumeOrderlyStatus, PushConsumer
 from rocketkafka.testing.history import History, check
 from rocketkafka.testing.reading import read_all
-from tests.ordering.conftest import FAST, wait_until
+from tests.ordering.conftest import FAST, STEADY, shut_down, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -19,7 +19,7 @@ def test_three_orderly_consumers_keep_partition_order_and_never_overlap(rk_setti
     history = History()
     consumers = []
     for name in ("o1", "o2", "o3"):
-        c = PushConsumer(rk_group, settings=rk_settings, orderly=True, **FAST)
+        c = PushConsumer(rk_group, settings=rk_settings, orderly=True, **STEADY)
         c.subscribe(topic, lambda m, n=name: _handle(history, n, m))
         consumers.append(c)
     for c in consumers:
@@ -28,11 +28,10 @@ def test_three_orderly_consumers_keep_partition_order_and_never_overlap(rk_setti
     try:
         assert wait_until(lambda: len({c.msg_id for c in history.calls}) >= 3000, timeout=60)
     finally:
-        for c in consumers:
-            c.shutdown()
+        locks_lost = shut_down(consumers)
     report = check(history.calls, ids, order_by="partition", serial_by="partition")
-    print(report.summary())
-    assert report.lost_count == 0 and report.duplicate_count == 0
+    print(report.summary(), f"locks lost: {locks_lost}")
+    assert report.lost_count == 0 and report.duplicate_count == 0, f"{report.summary()}; locks lost: {locks_lost}"
     assert report.reorders == [] and report.overlaps == []
 
 

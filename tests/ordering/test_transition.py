@@ -11,7 +11,7 @@ from rocketkafka import PushConsumer
 from rocketkafka.testing.history import History, check
 from rocketkafka.testing.reading import committed_offsets
 from rocketkafka.ordering.locks import LockTable
-from tests.ordering.conftest import FAST, wait_until
+from tests.ordering.conftest import FAST, STEADY, shut_down, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -74,10 +74,10 @@ def test_new_owner_starts_exactly_at_the_committed_offset(rk_settings, rk_topic,
                 time.sleep(0.002)
         return handle
 
-    a = PushConsumer(rk_group, settings=rk_settings, orderly=True, **FAST)
+    a = PushConsumer(rk_group, settings=rk_settings, orderly=True, **STEADY)
     a.subscribe(topic, listener("a"))
     a.start()
-    b = PushConsumer(rk_group, settings=rk_settings, orderly=True, **FAST)
+    b = PushConsumer(rk_group, settings=rk_settings, orderly=True, **STEADY)
     b.subscribe(topic, listener("b"))
     try:
         assert wait_until(lambda: len(history.calls) > 200)
@@ -85,10 +85,10 @@ def test_new_owner_starts_exactly_at_the_committed_offset(rk_settings, rk_topic,
         assert wait_until(lambda: len(b.assignment()) == 1, timeout=20)
         assert wait_until(lambda: len({c.msg_id for c in history.calls}) >= 1200, timeout=60)
     finally:
-        a.shutdown()
-        b.shutdown()
+        locks_lost = shut_down([a, b])
     report = check(history.calls, ids)
-    assert report.lost_count == 0 and report.duplicate_count == 0 and report.reorders == [] and report.overlaps == []
+    assert report.lost_count == 0 and report.duplicate_count == 0 and report.reorders == [] and report.overlaps == [], \
+        f"{report.summary()}; locks lost: {locks_lost}"
     (moved,) = {c.partition for c in history.calls if c.consumer == "b"}
     last_of_a = max(c.offset for c in history.calls if c.consumer == "a" and c.partition == moved)
     first_of_b = min(c.offset for c in history.calls if c.consumer == "b" and c.partition == moved)
