@@ -112,10 +112,12 @@ class PacedProducer:
     """Sends ``n`` messages over about ``seconds`` in a background thread; ``ids`` once done.
 
     Message ``i`` belongs to order ``order_of(i)``: it is the partition key and the message key.
+    ``send_timeout``: the producer's, in seconds (a test whose broker is down longer passes a longer one).
     """
 
-    def __init__(self, settings, topic: str, n: int, seconds: float, order_of) -> None:
+    def __init__(self, settings, topic: str, n: int, seconds: float, order_of, send_timeout: float = 30.0) -> None:
         self.settings, self.topic, self.n, self.seconds, self.order_of = settings, topic, n, seconds, order_of
+        self.send_timeout = send_timeout
         self.ids: list[str] = []
         self.acked = 0
         self.error: BaseException | None = None
@@ -134,7 +136,7 @@ class PacedProducer:
 
     def _run(self) -> None:
         try:
-            with Producer("fault-producer", settings=self.settings) as producer:
+            with Producer("fault-producer", settings=self.settings, send_timeout=self.send_timeout) as producer:
                 chunks = max(1, int(self.seconds / 0.1))
                 per_chunk = -(-self.n // chunks)
                 started = time.monotonic()
@@ -146,7 +148,7 @@ class PacedProducer:
                         self.ids.append(msg.id)
                     producer.poll(0)
                     time.sleep(max(0.0, started + (c + 1) * 0.1 - time.monotonic()))
-                assert producer.flush(60) == 0
+                assert producer.flush(self.send_timeout + 30) == 0
         except BaseException as exc:
             self.error = exc
 

@@ -23,6 +23,9 @@ from tests.ordering.fleet import PacedProducer
 
 pytestmark = pytest.mark.integration
 
+#: Seconds the producers under a broker fault may take per send: the outage and a slow restart (see its use).
+RESTART_SEND_TIMEOUT_S = 180.0
+
 
 def _order(i: int) -> str:
     return f"order-{i % 40}"
@@ -70,10 +73,12 @@ def _under_orderly_load(rk_settings, rk_group, topic: str, fault: Callable[[], N
     consumers = _orderly(rk_settings, rk_group, topic, history)
     try:
         assert wait_until(lambda: sorted(len(c.assignment()) for c in consumers) == [2, 2], timeout=30)
-        producer = PacedProducer(rk_settings, topic, 4000, 10.0, _order).start()
+        # a node SIGKILLed late in a loaded CI session took 43 s to come back from its log (it holds every earlier
+        # test's data), and the default 30 s send timeout then failed the sends queued meanwhile
+        producer = PacedProducer(rk_settings, topic, 4000, 10.0, _order, send_timeout=RESTART_SEND_TIMEOUT_S).start()
         assert wait_until(lambda: len(history.calls) >= 300, timeout=30)
         fault()
-        ids = producer.join(timeout=180)
+        ids = producer.join(timeout=RESTART_SEND_TIMEOUT_S + 60)
         assert wait_until(lambda: len({c.msg_id for c in history.calls}) >= len(ids), timeout=120)
         return history, ids, sum(c.engine.locks_lost for c in consumers)
     finally:

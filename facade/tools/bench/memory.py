@@ -36,6 +36,9 @@ from rocketkafka.tools.bench.rows import BenchRow, Target
 
 #: RSS may grow at most this much from the first third of the run to the last (MiB): "flat".
 GROWTH_LIMIT_MIB = 32.0
+#: Seconds the child consumer may take to handle its first record (start, locks, committed offsets) before
+#: the measured run begins: a loaded machine took more than the whole 10 s run of the test once.
+START_TIMEOUT_S = 90.0
 
 
 def run(settings: Settings, records: int = 1_000_000, record_bytes: int = 100, partitions: int = 8,
@@ -47,7 +50,7 @@ def run(settings: Settings, records: int = 1_000_000, record_bytes: int = 100, p
         settings: the cluster (broker and Redis nodes).
         records, record_bytes, partitions: the backlog.
         handler_ms: the handler's sleep per message (slow: the backlog outlives the run).
-        seconds: how long the consumer runs; ``sample_s``: RSS sampling period.
+        seconds: how long the consumer runs, from its first handled record; ``sample_s``: RSS sampling period.
         orderly: an orderly consumer instead of a concurrent one.
         options: extra ``ConsumerOptions`` fields (e.g. smaller ``pull_threshold_total``).
         say: where the RSS-over-time lines go.
@@ -93,6 +96,7 @@ def _consume(settings: Settings, topic: str, handler_ms: float, seconds: float, 
                              stdin=subprocess.DEVNULL)
     samples: list[dict[str, float]] = []
     try:
+        _await_first_record(child, status, say)
         begun = time.monotonic()
         while time.monotonic() - begun < seconds:
             time.sleep(sample_s)
@@ -139,6 +143,18 @@ def _rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def _await_first_record(child: subprocess.Popen, status: Path, say: Callable[[str], Any]) -> None:
+    """Wait until the child handled a record: the run measures a consuming consumer, not its start."""
+    started = time.monotonic()
+    while _read_status(status)["handled"] == 0:
+        if child.poll() is not None:
+            raise RuntimeError(f"bench memory: the consumer exited with code {child.returncode}")
+        if time.monotonic() - started > START_TIMEOUT_S:
+            raise RuntimeError(f"bench memory: the consumer handled nothing within {START_TIMEOUT_S:g} s of its start")
+        time.sleep(0.1)
+    say(f"  consuming {time.monotonic() - started:.1f} s after the consumer started; the run begins")
 
 
 def _read_status(path: Path) -> dict[str, float]:
