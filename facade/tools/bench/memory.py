@@ -100,8 +100,7 @@ def _consume(settings: Settings, topic: str, handler_ms: float, seconds: float, 
         begun = time.monotonic()
         while time.monotonic() - begun < seconds:
             time.sleep(sample_s)
-            if child.poll() is not None:
-                raise RuntimeError(f"bench memory: the consumer exited with code {child.returncode}")
+            _check_running(child)
             state = _read_status(status)
             sample = {"t": round(time.monotonic() - begun, 1), "rss_mib": _rss_mib(child.pid), **state}
             samples.append(sample)
@@ -118,7 +117,7 @@ def _consume(settings: Settings, topic: str, handler_ms: float, seconds: float, 
 
 
 def _rows(samples: list[dict[str, float]], handler_ms: float, orderly: bool) -> list[BenchRow]:
-    warm = [s for s in samples if s["handled"] > 0][1:] or samples  # warm-up: until the first handled, and one more
+    warm = samples[1:] or samples  # sampling starts at the first handled record; the first sample is warm-up too
     third = max(1, len(warm) // 3)
     first, last = warm[:third], warm[-third:]
     base = statistics.median(s["rss_mib"] for s in first)
@@ -149,12 +148,16 @@ def _await_first_record(child: subprocess.Popen, status: Path, say: Callable[[st
     """Wait until the child handled a record: the run measures a consuming consumer, not its start."""
     started = time.monotonic()
     while _read_status(status)["handled"] == 0:
-        if child.poll() is not None:
-            raise RuntimeError(f"bench memory: the consumer exited with code {child.returncode}")
+        _check_running(child)
         if time.monotonic() - started > START_TIMEOUT_S:
             raise RuntimeError(f"bench memory: the consumer handled nothing within {START_TIMEOUT_S:g} s of its start")
         time.sleep(0.1)
     say(f"  consuming {time.monotonic() - started:.1f} s after the consumer started; the run begins")
+
+
+def _check_running(child: subprocess.Popen) -> None:
+    if child.poll() is not None:
+        raise RuntimeError(f"bench memory: the consumer exited with code {child.returncode}")
 
 
 def _read_status(path: Path) -> dict[str, float]:
