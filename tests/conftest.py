@@ -14,6 +14,18 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that starts or reaches the backend (a broker and Redis nodes) carries the ``integration`` marker.
+
+    ``-m "not integration"`` is the unit tier that runs in seconds, and CI's Apache Kafka pass runs
+    ``-m integration`` only: an unmarked test there would start a broker in the unit tier, and skip Kafka.
+    """
+    unmarked = [item.nodeid for item in items if "rk_backend" in getattr(item, "fixturenames", ())
+                and item.get_closest_marker("integration") is None]
+    if unmarked:
+        raise pytest.UsageError(f"tests using the backend without @pytest.mark.integration: {unmarked}")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """Under pytest-xdist, a ``timing`` test (it asserts a latency or throughput bound) runs while no other test runs.

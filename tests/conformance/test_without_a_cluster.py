@@ -152,6 +152,7 @@ def test_a_context_manager_closes_and_lets_the_exception_through(kafka_module):
         consumer.poll(0)
 
 
+@pytest.mark.integration  # a real broker; its Redis URL points nowhere
 def test_subscribe_while_redis_is_unreachable_reports_through_error_cb(rk_settings):
     """Ours only (confluent-kafka has no Redis): the join goes on in the background, as librdkafka's
     group join does while the coordinator is away; ``subscribe`` neither fails nor stalls."""

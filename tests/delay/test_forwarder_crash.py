@@ -20,6 +20,14 @@ from tests.delay.streams import Stream, check_forwarded
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
+# How long a forwarder process may take to get going: start Python, join, win its partitions and forward.
+# Alone that is ~2 s; in CI's loaded Apache Kafka pass two of them had not both taken partitions after 30 s.
+START_WAIT_S = 90
+
+
+def _tail(*procs) -> str:
+    return "\n".join(f"--- {p.name}:\n{p.output()[-1500:]}" for p in procs)
+
 
 def _dedup_sees_each_once(rk_settings, rk_group, topic: str, ids: list[str]) -> None:
     """The idempotent-consume helper turns the duplicates into one handler call per message id."""
@@ -43,7 +51,7 @@ def test_sigkilled_forwarder_restarted_loses_nothing_and_is_never_early(rk_setti
     seen = receiver({topic: 4})
     first = forwarder_process("first")
     stream = Stream(rk_settings, topic, count=3000, rate=600)
-    assert wait_until(lambda: len(seen.ids()) >= 400, 30), "the first forwarder never got going"
+    assert wait_until(lambda: len(seen.ids()) >= 400, START_WAIT_S), "the first never got going\n" + _tail(first)
     time.sleep(1.0)  # mid-stream
     first.kill()
     killed_at = len(seen.ids())
@@ -58,9 +66,10 @@ def test_two_forwarders_share_the_levels_and_the_survivor_takes_over(rk_settings
     topic = rk_topic(partitions=4)
     seen = receiver({topic: 4})
     a, b = forwarder_process("a"), forwarder_process("b")
-    assert wait_until(lambda: " took " in a.output() and " took " in b.output(), 30), "both should own partitions"
+    assert wait_until(lambda: " took " in a.output() and " took " in b.output(), START_WAIT_S), \
+        "both should own partitions\n" + _tail(a, b)
     stream = Stream(rk_settings, topic, count=3000, rate=600)
-    assert wait_until(lambda: len(seen.ids()) >= 400, 30)
+    assert wait_until(lambda: len(seen.ids()) >= 400, START_WAIT_S), "nothing forwarded\n" + _tail(a, b)
     time.sleep(1.0)
     a.kill()
     ids = stream.join()
@@ -75,7 +84,7 @@ def test_sigterm_finishes_in_flight_commits_and_hands_over_without_duplicates(rk
     seen = receiver({topic: 4})
     first = forwarder_process("graceful")
     stream = Stream(rk_settings, topic, count=2000, rate=600)
-    assert wait_until(lambda: len(seen.ids()) >= 400, 30)
+    assert wait_until(lambda: len(seen.ids()) >= 400, START_WAIT_S), "nothing forwarded\n" + _tail(first)
     time.sleep(1.0)
     assert first.terminate(timeout=30) == 0, first.output()[-2000:]
     forwarder_process("next")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 
+import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
@@ -38,6 +39,7 @@ def _open(consumer: Consumer) -> bool:
     return True
 
 
+@pytest.mark.integration
 def test_a_shut_down_push_consumer_leaves_no_open_client_to_the_garbage_collector(rk_settings, rk_topic, rk_group,
                                                                                     produce):
     topic = rk_topic(partitions=2)

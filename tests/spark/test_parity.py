@@ -20,7 +20,7 @@ from rocketkafka.spark import (
     register,
     spark_error_line,
 )
-from tests.spark.conftest import Record, rows_by
+from tests.spark.conftest import Record, rows_by, run_available_now
 
 pytestmark = pytest.mark.integration
 
@@ -89,10 +89,8 @@ def test_both_engines_start_at_the_same_offsets_by_timestamp(jvm, rk_topic, prod
 
 def _stream_to_files(spark, engine: str, options: dict, out: Path, checkpoint: Path) -> None:
     stream = read_message_stream(spark, options, engine=engine, includeHeaders=True, startingOffsets="earliest")
-    query = (stream.writeStream.format("parquet").option("path", str(out))
-             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
-    query.awaitTermination(180)
-    assert query.exception() is None, query.exception()
+    run_available_now(stream.writeStream.format("parquet").option("path", str(out))
+                      .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True))
 
 
 def test_a_restarted_streaming_query_writes_the_same_rows_once_on_either_engine(jvm, rk_topic, produce, source,
@@ -185,10 +183,8 @@ def test_timestamp_options_are_served_with_offsets_for_times(spark, rk_topic, pr
         read_messages(spark, source(topic), startingOffsetsByTimestamp=json.dumps({topic: {"0": t1}}))
 
     stream = read_message_stream(spark, source(topic), startingTimestamp=t2)  # a new query starts at the time
-    query = (stream.select("value").writeStream.format("memory").queryName("by_time")
-             .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
-    query.awaitTermination(120)
-    assert query.exception() is None
+    run_available_now(stream.select("value").writeStream.format("memory").queryName("by_time")
+                      .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True), 120)
     assert sorted(int(r.value) for r in spark.table("by_time").collect()) == list(range(60, 90))
 
 

@@ -32,7 +32,7 @@ from rocketkafka.spark import (
     read_message_stream,
     read_messages,
 )
-from tests.spark.conftest import Record, rows_by
+from tests.spark.conftest import Record, rows_by, run_available_now
 
 pytestmark = pytest.mark.integration
 
@@ -192,10 +192,8 @@ def _stream_once(spark, options: dict, checkpoint: str, sink: list, max_per_trig
             sizes.append(len(rows))
         sink.extend(rows)
 
-    query = stream.writeStream.foreachBatch(collect).option("checkpointLocation", checkpoint).trigger(
-        availableNow=True).start()
-    query.awaitTermination(120)
-    assert query.exception() is None
+    run_available_now(stream.writeStream.foreachBatch(collect).option("checkpointLocation", checkpoint)
+                      .trigger(availableNow=True), 120)
     return sizes
 
 

@@ -14,7 +14,7 @@ from rocketkafka.errors import ConfigError, TagExpressionError
 from rocketkafka.names import Header
 from rocketkafka.spark import dedup_by_msg_id, decode_avro, filter_tags, read_message_stream, read_messages, rocketmq_view
 from tests.conftest import crc64_avro
-from tests.spark.conftest import Record
+from tests.spark.conftest import Record, run_available_now
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("engine")]  # each test on both reader engines
 
@@ -92,13 +92,8 @@ def test_streaming_dedup_within_watermark(spark, duplicated_topic, source, tmp_p
     stream = read_message_stream(spark, source(duplicated_topic), startingOffsets="earliest", includeHeaders=True,
                                  maxOffsetsPerTrigger=100)
     deduped = filter_tags(dedup_by_msg_id(rocketmq_view(stream), watermark="1 hour"), "TagA || TagB")
-    query = (deduped.select("msg_id").writeStream.format("memory").queryName("dedup_stream")
-             .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
-    finished = query.awaitTermination(300)
-    assert query.exception() is None
-    if not finished:
-        query.stop()
-        pytest.fail("the availableNow query did not end within 300 s")
+    run_available_now(deduped.select("msg_id").writeStream.format("memory").queryName("dedup_stream")
+                      .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True), 300)
     ids = [r.msg_id for r in spark.table("dedup_stream").collect()]
     assert len(ids) == len(set(ids)) == 200  # TagA and TagB, each message once despite 60 resends
 
