@@ -28,7 +28,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """Under pytest-xdist, a ``timing`` test (it asserts a latency or throughput bound) runs while no other test runs.
+    """Under pytest-xdist, a ``timing`` test (it asserts a latency or throughput bound) runs while no other test runs,
+    and so does an ``alone`` test (it waits on a deadline it cannot set).
 
     Workers share two lock files: every test holds the ``running`` lock shared, a timing test holds
     it exclusively; the ``turnstile`` a waiting timing test holds keeps new tests from starving it.
@@ -40,7 +41,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return
     folder = Path(tempfile.gettempdir()) / f"rk-xdist-{run}"
     folder.mkdir(exist_ok=True)
-    with _turn(folder, exclusive=item.get_closest_marker("timing") is not None):
+    exclusive = any(item.get_closest_marker(name) is not None for name in ("timing", "alone"))
+    with _turn(folder, exclusive=exclusive):
         yield
 
 

@@ -96,6 +96,9 @@ def _wait_port(port: int, timeout: float, what: str, proc: subprocess.Popen) -> 
 
 #: The brokers the stack can run.
 BROKERS = ("tansu", "kafka")
+#: How long a fresh Apache Kafka cluster may take until its metadata lists every node (s): three JVM nodes beside
+#: four more on two cores listed 1 of 3 after 60 s once (a run of the Kafka pass); a restarted node gets as long.
+KAFKA_START_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -225,7 +228,7 @@ class DevStack:
         if proc := self._procs.pop(node.pid, None):
             proc.wait(timeout=10)
 
-    def start_broker(self, index: int = 0, timeout: float = 120) -> None:
+    def start_broker(self, index: int = 0, timeout: float = KAFKA_START_TIMEOUT_S) -> None:
         """Start broker node ``index`` again on its ports (with its log, on Kafka) and wait until the cluster lists it."""
         old = self._broker_nodes(index)[0]
         if _alive(old.pid, self._procs.get(old.pid)):
@@ -341,7 +344,7 @@ class DevStack:
             args = ak.node_command(spec, libs, quick_jit=self.quick_start)
             proc = self._spawn(args, f"kafka-{i}.log")
             self.brokers.append(Node("broker", spec.port, proc.pid, args, "kafka"))
-        ak.wait_ready(self.bootstrap_servers, len(specs), 60, self._dead_broker)
+        ak.wait_ready(self.bootstrap_servers, len(specs), KAFKA_START_TIMEOUT_S, self._dead_broker)
         if self.quick_start:
             ak.warm_up(self.bootstrap_servers)
         return self.brokers

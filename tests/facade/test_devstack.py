@@ -56,7 +56,7 @@ def test_dev_up_status_down_leaves_nothing_behind(tmp_path):
 @pytest.mark.skipif(shutil.which("java") is None, reason="Apache Kafka needs Java 17+ on PATH")
 def test_dev_up_with_a_three_node_apache_kafka_cluster_then_down(tmp_path):
     """`dev up --broker kafka --nodes 3`: three KRaft nodes, metadata lists all three, status names the broker."""
-    up = _cli("dev", "up", "--broker", "kafka", "--nodes", "3", "--redis-nodes", "1", home=tmp_path, timeout=180)
+    up = _cli("dev", "up", "--broker", "kafka", "--nodes", "3", "--redis-nodes", "1", home=tmp_path, timeout=240)
     assert up.returncode == 0, up.stderr
     record = json.loads((tmp_path / "dev-stack.json").read_text())
     pids = [n["pid"] for n in record["nodes"]]

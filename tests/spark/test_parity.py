@@ -93,6 +93,7 @@ def _stream_to_files(spark, engine: str, options: dict, out: Path, checkpoint: P
                       .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True))
 
 
+@pytest.mark.alone  # a stream of ours: Spark's fixed 10 s for its Python worker (conftest)
 def test_a_restarted_streaming_query_writes_the_same_rows_once_on_either_engine(jvm, rk_topic, produce, source,
                                                                                  tmp_path):
     topic = rk_topic(partitions=2)
@@ -158,6 +159,7 @@ def _batches(produce, topic: str) -> tuple[int, int]:
     return marks[0], marks[1]
 
 
+@pytest.mark.alone  # a stream of ours: Spark's fixed 10 s for its Python worker (conftest)
 def test_timestamp_options_are_served_with_offsets_for_times(spark, rk_topic, produce, source, tmp_path, monkeypatch):
     """Our reader checks the broker's offsets_for_times answer (Tansu answers 0 for a time after the last batch);
     Spark's JVM source trusts it, so this test is the Python engine's (README: differences by design)."""

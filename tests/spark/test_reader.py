@@ -197,6 +197,7 @@ def _stream_once(spark, options: dict, checkpoint: str, sink: list, max_per_trig
     return sizes
 
 
+@pytest.mark.alone  # a stream of ours: Spark's fixed 10 s for its Python worker (conftest)
 def test_streaming_available_now_resumes_from_checkpoint(spark, rk_topic, produce, source, tmp_path):
     topic = rk_topic(partitions=4)
     checkpoint = str(tmp_path / "checkpoint")

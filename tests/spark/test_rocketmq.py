@@ -88,6 +88,7 @@ def test_tag_filter_and_dedup_on_duplicates(spark, duplicated_topic, source):
         rocketmq_view(read_messages(spark, source(duplicated_topic)))
 
 
+@pytest.mark.alone  # a stream of ours: Spark's fixed 10 s for its Python worker (conftest)
 def test_streaming_dedup_within_watermark(spark, duplicated_topic, source, tmp_path):
     stream = read_message_stream(spark, source(duplicated_topic), startingOffsets="earliest", includeHeaders=True,
                                  maxOffsetsPerTrigger=100)
