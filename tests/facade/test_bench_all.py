@@ -12,6 +12,7 @@ from rocketkafka.tools.bench.cli import bench
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.any_broker  # Spark's or the CLI's side, minutes long: CI runs it in the Tansu pass only
 def test_bench_all_writes_figures_with_raw_ratios(rk_settings, monkeypatch, tmp_path):
     # the session's broker and Redis nodes, given as a cluster: no second embedded stack
     for name, value in rk_settings.environment().items():

@@ -33,6 +33,7 @@ def test_audit_commands_report_a_missing_topic_cleanly(spark, rk_settings):
     assert result.exit_code == 1 and "does not exist" in result.output
 
 
+@pytest.mark.any_broker  # Spark's or the CLI's side, minutes long: CI runs it in the Tansu pass only
 def test_bench_reports_spark_beside_raw_and_audits_cold_and_warm(spark, rk_settings, capsys):
     figures = bench_spark(rk_settings.bootstrap_servers, n=20_000, size=100, partitions=4, runs=1, spark=spark,
                           echo=True, audit_messages=5_000)

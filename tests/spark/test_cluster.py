@@ -40,6 +40,7 @@ def _topic(rk_topic, produce) -> str:
     return topic
 
 
+@pytest.mark.any_broker  # Spark's or the CLI's side, minutes long: CI runs it in the Tansu pass only
 def test_local_cluster_executors_need_only_the_spark_extra(rk_settings, rk_topic, produce, tmp_path):
     topic = _topic(rk_topic, produce)
     job, stderr = _run_job(rk_settings.bootstrap_servers, topic, "--master", "local-cluster[2,1,1024]", tmp_path)
@@ -51,6 +52,7 @@ def test_local_cluster_executors_need_only_the_spark_extra(rk_settings, rk_topic
         assert job["engine"] == "jvm" and "KafkaRelation" in job["plan"], job["plan"]
 
 
+@pytest.mark.any_broker  # Spark's or the CLI's side, minutes long: CI runs it in the Tansu pass only
 @pytest.mark.skipif(importlib.util.find_spec("grpc") is None, reason="needs rocketkafka[spark-connect] (grpcio)")
 def test_spark_connect_serves_the_python_source_and_the_audits(rk_settings, rk_topic, produce, tmp_path):
     topic = _topic(rk_topic, produce)
