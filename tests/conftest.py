@@ -17,8 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that starts or reaches the backend (a broker and Redis nodes) carries the ``integration`` marker.
 
-    ``-m "not integration"`` is the unit tier that runs in seconds, and CI's Apache Kafka pass runs
-    ``-m integration`` only: an unmarked test there would start a broker in the unit tier, and skip Kafka.
+    ``-m "not integration"`` is the unit tier that runs in seconds, and CI's Apache Kafka pass runs the
+    integration tier only: an unmarked test would start a broker in the unit tier, and never run on Kafka.
     """
     unmarked = [item.nodeid for item in items if "rk_backend" in getattr(item, "fixturenames", ())
                 and item.get_closest_marker("integration") is None]
