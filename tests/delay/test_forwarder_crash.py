@@ -21,7 +21,7 @@ from tests.delay.streams import Stream, check_forwarded
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 # How long a forwarder process may take to get going: start Python, join, win its partitions and forward.
-# Alone that is ~2 s; in CI's loaded Apache Kafka pass two of them had not both taken partitions after 30 s.
+# In CI's loaded Apache Kafka pass two of them had not both taken partitions after 30 s.
 START_WAIT_S = 90
 
 
