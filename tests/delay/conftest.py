@@ -112,6 +112,10 @@ class ForwarderProcess:
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def tail(self) -> str:
+        """The log's last 2,000 characters under the process's name: for a failure message."""
+        return f"--- {self.name}:\n{self.output()[-2000:]}\n"
+
     def close(self) -> None:
         if self.alive():
             self.resume()  # a paused process takes SIGKILL too, but leave none stopped behind

@@ -115,12 +115,12 @@ def test_a_forwarder_started_while_the_broker_is_down_starts_when_it_returns(rk_
     rk_backend.kill_broker(0)
     try:
         fwd = forwarder_process("before-the-broker")
-        assert wait_for(lambda: "cannot start yet" in fwd.output(), 60), fwd.output()[-2000:]
+        assert wait_for(lambda: "cannot start yet" in fwd.output(), 60), fwd.tail()
         time.sleep(3.0)  # a later try fails too: it is still waiting, not gone
-        assert fwd.alive(), fwd.output()[-2000:]
+        assert fwd.alive(), fwd.tail()
     finally:
         rk_backend.start_broker(0)
-    assert wait_for(lambda: "delay forwarder" in fwd.output() and " running " in fwd.output(), 120), fwd.output()[-2000:]
+    assert wait_for(lambda: "delay forwarder" in fwd.output() and " running " in fwd.output(), 120), fwd.tail()
     producer = Producer("delay-late-forwarder", settings=rk_settings)
     producer.start()
     try:

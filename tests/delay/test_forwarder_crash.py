@@ -25,10 +25,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 START_WAIT_S = 90
 
 
-def _tail(*procs) -> str:
-    return "\n".join(f"--- {p.name}:\n{p.output()[-1500:]}" for p in procs)
-
-
 def _dedup_sees_each_once(rk_settings, rk_group, topic: str, ids: list[str]) -> None:
     """The idempotent-consume helper turns the duplicates into one handler call per message id."""
     calls: Counter = Counter()
@@ -51,7 +47,7 @@ def test_sigkilled_forwarder_restarted_loses_nothing_and_is_never_early(rk_setti
     seen = receiver({topic: 4})
     first = forwarder_process("first")
     stream = Stream(rk_settings, topic, count=3000, rate=600)
-    assert wait_until(lambda: len(seen.ids()) >= 400, START_WAIT_S), "the first never got going\n" + _tail(first)
+    assert wait_until(lambda: len(seen.ids()) >= 400, START_WAIT_S), "the first never got going\n" + first.tail()
     time.sleep(1.0)  # mid-stream
     first.kill()
     killed_at = len(seen.ids())
@@ -67,9 +63,9 @@ def test_two_forwarders_share_the_levels_and_the_survivor_takes_over(rk_settings
     seen = receiver({topic: 4})
     a, b = forwarder_process("a"), forwarder_process("b")
     assert wait_until(lambda: " took " in a.output() and " took " in b.output(), START_WAIT_S), \
-        "both should own partitions\n" + _tail(a, b)
+        "both should own partitions\n" + a.tail() + b.tail()
     stream = Stream(rk_settings, topic, count=3000, rate=600)
-    assert wait_until(lambda: len(seen.ids()) >= 400, START_WAIT_S), "nothing forwarded\n" + _tail(a, b)
+    assert wait_until(lambda: len(seen.ids()) >= 400, START_WAIT_S), "nothing forwarded\n" + a.tail() + b.tail()
     time.sleep(1.0)
     a.kill()
     ids = stream.join()
@@ -84,9 +80,9 @@ def test_sigterm_finishes_in_flight_commits_and_hands_over_without_duplicates(rk
     seen = receiver({topic: 4})
     first = forwarder_process("graceful")
     stream = Stream(rk_settings, topic, count=2000, rate=600)
-    assert wait_until(lambda: len(seen.ids()) >= 400, START_WAIT_S), "nothing forwarded\n" + _tail(first)
+    assert wait_until(lambda: len(seen.ids()) >= 400, START_WAIT_S), "nothing forwarded\n" + first.tail()
     time.sleep(1.0)
-    assert first.terminate(timeout=30) == 0, first.output()[-2000:]
+    assert first.terminate(timeout=30) == 0, first.tail()
     forwarder_process("next")
     ids = stream.join()
     counts = check_forwarded(rk_settings, delay_config, seen, stream, "SIGTERM, then a new forwarder")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pytest
 from confluent_kafka import Producer
 from pyspark.errors import StreamingQueryException
+from pyspark.sql.streaming import DataStreamWriter
 
 from rocketkafka.config import Settings
 
@@ -103,16 +104,15 @@ START_ATTEMPTS = 4
 START_PAUSE_S = 5.0
 
 
-def run_available_now(writer, timeout_s: float = 180):
+def run_available_now(writer: DataStreamWriter, timeout_s: float = 180) -> None:
     """Start ``writer``'s ``availableNow`` query, wait for its end, fail the test on its error or when it outlives
-    ``timeout_s``; returns the finished query.
+    ``timeout_s``.
 
     A query whose Python worker connected back late failed at its start, before its first batch; it is started
     again from its checkpoint, as a user would restart it (at most ``START_ATTEMPTS`` starts, each printed).
     Any other error fails the test at once.
     """
-    attempt = 1
-    while True:
+    for attempt in range(1, START_ATTEMPTS + 1):
         query = writer.start()
         try:
             finished = query.awaitTermination(timeout_s)  # raises the query's error
@@ -121,9 +121,8 @@ def run_available_now(writer, timeout_s: float = 180):
                 raise
             print(f"start {attempt} of the query: {WORKER_LATE} within Spark's 10 s; starting it again")
             time.sleep(START_PAUSE_S)
-            attempt += 1
             continue
         if not finished:
             query.stop()
             pytest.fail(f"the availableNow query did not end within {timeout_s:.0f} s")
-        return query
+        return
