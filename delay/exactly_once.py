@@ -17,19 +17,23 @@ from collections.abc import Callable
 from typing import Any
 
 from rocketkafka.delay.forward_handler import ForwardHandler
+from rocketkafka.errors import AuthorizationError
 from rocketkafka.ordering.lanes import Outcome, Run
 from rocketkafka.ordering.transactional_runs import TransactionalHandler
 from rocketkafka.ordering.transactions import PartitionTransactions
 
 
 def transactional_forwarding(forward: ForwardHandler, transactions: PartitionTransactions,
-                             wrap: Callable[[Any], Any] | None = None) -> TransactionalHandler:
+                             wrap: Callable[[Any], Any] | None = None,
+                             name_refusal: Callable[[list[str]], AuthorizationError | None] | None = None) -> \
+        TransactionalHandler:
     """The scheduler's BatchHandler in exactly-once mode: ``forward``'s work in transactions that span a lane's runs.
 
     ``wrap`` makes what the forwarding writes through from the run's producer (tracing); ``None``: the
     producer itself. Dead letters go into the transaction by themselves (the thread writes into it).
+    ``name_refusal``: which of the topics a refused transaction wrote may not be written (a secured cluster).
     """
     def run_in(run: Run, producer: Any, start: int) -> Outcome:
         return forward.forward(run, producer if wrap is None else wrap(producer), start, holds=False)
 
-    return TransactionalHandler(run_in, transactions)
+    return TransactionalHandler(run_in, transactions, name_refusal)

@@ -15,7 +15,9 @@ scheduler's settlement (:mod:`~rocketkafka.ordering.settlement`), so the commit 
 is acknowledged -- a crash re-forwards at most the unacknowledged tail (duplicates,
 never loss, never early: the due time is checked again). A record that cannot be
 forwarded (missing or garbled delay headers, an unknown real topic or partition) goes
-to the forwarder group's dead-letter topic with the reason.
+to the forwarder group's dead-letter topic with the reason; a real topic Kafka hides from
+this principal (no WRITE grant on it) is no unknown topic: its partition waits there, and the
+refusal is told once a minute (:data:`~rocketkafka.refusals.REFUSALS`).
 
 **What the delivered record carries.** RocketMQ clears ``DELAY`` on delivery; here the
 routing headers go (``REAL_TOPIC``, ``REAL_QID``, ``ORIGIN_TS``: they name where the record
@@ -34,14 +36,17 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from confluent_kafka import KafkaException
+
 from rocketkafka.deliveries import Ack, BatchAck
 from rocketkafka.delay.holds import HoldTimer
 from rocketkafka.delay.metrics import ForwarderMetrics
-from rocketkafka.errors import InvalidTopicNameError, LockError, TopicNotFoundError
+from rocketkafka.errors import AuthorizationError, InvalidTopicNameError, LockError, TopicNotFoundError
 from rocketkafka.logs import record_fields
 from rocketkafka.names import Header
 from rocketkafka.ordering.lanes import Outcome, Run
 from rocketkafka.record import Record, produce_waiting
+from rocketkafka.refusals import GRANT_HINT, REFUSALS
 from rocketkafka.schedule.routing import DELAY_HEADERS, now_ms
 from rocketkafka.schedule.tiers import DELIVER, Deliver, Hold, Hop, Tier, Tiers, Wait
 
@@ -54,6 +59,8 @@ _ORIGIN_TS = Header.ORIGIN_TIMESTAMP
 PROVENANCE_HEADERS = frozenset({_DELIVER_AT, _LEVEL})
 #: Decoded real topic names remembered (a forged stream of names must not grow memory).
 TOPIC_NAMES_KEPT = 1024
+#: How long a partition waits before it tries again a real topic Kafka hides from this principal (ms).
+REFUSED_PAUSE_MS = 1000
 
 
 class DelayRecordError(Exception):
@@ -72,11 +79,14 @@ class ForwardHandler:
         dead_letter: ``(record, reason)``: writes a record that cannot be forwarded, durably.
         metrics: lateness and counts.
         max_ahead_ms: a due time further out than this is garbage.
+        principal: who the producer writes as (``User:fwd``), named when no ACL allows a write.
     """
 
     def __init__(self, tiers: Tiers, producer: Any, partitions: dict[str, int], lookup: Callable[[str], int],
-                 dead_letter: Callable[[Any, str], None], metrics: ForwarderMetrics, max_ahead_ms: int) -> None:
+                 dead_letter: Callable[[Any, str], None], metrics: ForwarderMetrics, max_ahead_ms: int,
+                 principal: str | None = None) -> None:
         self.tiers, self._kafka, self._partitions, self._lookup = tiers, producer, partitions, lookup
+        self._principal = principal
         self._dead_letter, self.metrics, self._max_ahead = dead_letter, metrics, max_ahead_ms
         self.holds = HoldTimer()
         self._topic_names: dict[bytes, str] = {}
@@ -98,7 +108,7 @@ class ForwardHandler:
         """
         records, end = run.records, run.stop
         tier = self.tiers.by_topic[run.work.topic]
-        ack = BatchAck()
+        ack = BatchAck(self._principal)
         on_delivery = ack.track_many()
         partitions, fields, dead_letter = self._partitions, self._fields, self._dead_letter
         lateness: list[int] = []  # of the records delivered here; into the metrics once per batch
@@ -127,6 +137,9 @@ class ForwardHandler:
                     except BufferError:  # the producer's queue is full: wait for room
                         on_delivery.cancel()
                         _send(kafka, real_topic, real_partition, record.key(), record.value(), kept, ack.track())
+                    except KafkaException as exc:  # refused at once (a topic librdkafka knows is not ours to write)
+                        on_delivery(exc.args[0] if exc.args else exc, _Unsent(real_topic))
+                        return Outcome(i - start + 1, ack.close())  # the failed ack rewinds the partition here
                     lateness.append(now - due)
                     continue
                 pause_ms = self._not_plain(kafka, tier, record, due, real_topic, real_partition, headers, kept, ack,
@@ -159,7 +172,11 @@ class ForwardHandler:
             return None
         known = self._partitions.get(real_topic)
         if known is None or real_partition >= known:
-            reason = self._check_destination(real_topic, real_partition)
+            try:
+                reason = self._check_destination(real_topic, real_partition)
+            except AuthorizationError as exc:  # hidden from us: not missing, not ours to write (no dead letter)
+                REFUSALS.note(self._write_refused(real_topic, exc), f"delay forwarder: forwarding to {real_topic}")
+                return REFUSED_PAUSE_MS
             if reason is not None:
                 self._dead_letter(record, reason)
                 return None
@@ -214,6 +231,12 @@ class ForwardHandler:
                 self._topic_names[raw] = name
         return name
 
+    def _write_refused(self, topic: str, hidden: AuthorizationError) -> AuthorizationError:
+        """The refusal of a real topic Kafka hides from this principal, as the WRITE grant it misses."""
+        return AuthorizationError("kafka", hidden.code_name, "topic", topic, "WRITE", self._principal or hidden.principal,
+                                  hint=GRANT_HINT, error=hidden.kafka_error,
+                                  detail="Kafka hides the topic from this principal; WRITE implies the DESCRIBE it lacks")
+
     def _check_destination(self, topic: str, partition: int) -> str | None:
         """Why ``topic``/``partition`` cannot receive the record, or ``None`` when it can."""
         partitions = self._partitions.get(topic)
@@ -242,7 +265,7 @@ class ForwardHandler:
         if work.revoked or time.monotonic() >= work.valid_until():
             raise LockError(f"{work.topic}[{work.partition}]", "passed while a record was held; the next owner "
                             "forwards it")
-        ack = BatchAck()
+        ack = BatchAck(self._principal)
         _send(self._kafka, topic, partition, key, value, headers, ack.track())
         self.metrics.on_forward(now_ms() - due)
         return ack.close() or ack
@@ -250,8 +273,24 @@ class ForwardHandler:
 
 def _send(kafka: Any, topic: str, partition: int, key: bytes | None, value: bytes | None,
           headers: list[tuple[str, bytes | None]], on_delivery: Callable[[Any, Any], None]) -> None:
-    """Produce, waiting for room while the producer's queue is full."""
-    produce_waiting(kafka, Record(topic, partition, key, value, headers, ""), on_delivery)
+    """Produce, waiting for room while the producer's queue is full; a produce refused at once is a failed
+    delivery."""
+    try:
+        produce_waiting(kafka, Record(topic, partition, key, value, headers, ""), on_delivery)
+    except KafkaException as exc:
+        on_delivery(exc.args[0] if exc.args else exc, _Unsent(topic))
+
+
+class _Unsent:
+    """What a delivery callback gets for a record librdkafka refused at once: its topic (the error names it)."""
+
+    __slots__ = ("_topic",)
+
+    def __init__(self, topic: str) -> None:
+        self._topic = topic
+
+    def topic(self) -> str:
+        return self._topic
 
 
 def _scattered_fields(headers: list[tuple[str, bytes | None]]) -> tuple[Any, Any, Any, list[Any]]:

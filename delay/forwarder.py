@@ -29,6 +29,7 @@ from rocketkafka.errors import ConfigError, MalformedRecordError, StateError
 from rocketkafka.exactly_once import require_exactly_once
 from rocketkafka.message import ConsumeFromWhere, MessageExt
 from rocketkafka.names import check_group_name
+from rocketkafka.ordering.access import write_refusal
 from rocketkafka.ordering.batch_step import batch_step
 from rocketkafka.ordering.engine import OwnershipEngine
 from rocketkafka.ordering.lanes import BatchHandler
@@ -38,7 +39,8 @@ from rocketkafka.ordering.metrics import ConsumerMetrics
 from rocketkafka.ordering.options import ConsumerOptions
 from rocketkafka.ordering.partition import Serial
 from rocketkafka.ordering.presence import DELAY_FORWARDER, Announcer, Presence
-from rocketkafka.ordering.transactions import PartitionTransactions
+from rocketkafka.refusals import principal_of, secured
+from rocketkafka.ordering.transactions import PartitionTransactions, transactional_id_prefix
 from rocketkafka.retry import Reconsumer
 from rocketkafka.schedule.tiers import Tiers
 from rocketkafka.sender import Sender
@@ -150,7 +152,8 @@ class DelayForwarder(EngineStatus):
             raise StateError(f"delay forwarder of group {self.group} is closed: its start() failed")
         if self.exactly_once:
             try:
-                require_exactly_once(self.settings, f"delay forwarder of group {self.group}")
+                require_exactly_once(self.settings, f"delay forwarder of group {self.group}", group=self.group,
+                                     transactional_id_prefix=self.transactional_id_prefix)
             except ConfigError:
                 self._start_failed = True
                 raise
@@ -178,14 +181,16 @@ class DelayForwarder(EngineStatus):
         self._handler = handler = ForwardHandler(
             self.tiers, producer, self._partitions, admin.partitions,
             lambda record, reason: self._dead_letter(reconsumer, durably, record, reason), self.metrics,
-            self._max_ahead)
+            self._max_ahead, principal_of(self.settings.kafka))
         batch_handler: BatchHandler = handler
         if self.exactly_once:
             self.transactions = PartitionTransactions(self.settings, self.group, self._producer_config)
             tracer = self._tracer
+            principal = principal_of(self.settings.kafka)
             batch_handler = transactional_forwarding(
                 handler, self.transactions,
-                (lambda txn: TracedProducer(txn, tracer, self.tiers)) if tracer is not None else None)
+                (lambda txn: TracedProducer(txn, tracer, self.tiers)) if tracer is not None else None,
+                (lambda topics: write_refusal(admin, topics, principal)) if secured(self.settings.kafka) else None)
         internal = {**{t: self.config.partitions for t in self.tiers.topics()}, reconsumer.dlq_topic: 1}
         step = batch_step(batch_handler, o, f"fwd-{self.group}", self.tiers.topics(), None, internal,
                           Serial(o.consume_batch_size), ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
@@ -269,6 +274,7 @@ class DelayForwarder(EngineStatus):
     # -- state -----------------------------------------------------------------------------
     @property
     def instance_name(self) -> str:
+        """This forwarder's id in its group (``host@pid@random`` unless set)."""
         return self.options.instance_name
 
     def assignment(self) -> set[tuple[str, int]]:
@@ -287,6 +293,12 @@ class DelayForwarder(EngineStatus):
         if self._engine is None:
             raise StateError(f"delay forwarder of group {self.group} is not started")
         return self._engine
+
+    @property
+    def transactional_id_prefix(self) -> str:
+        """What the transactional ids of exactly-once forwarding start with: the group's, of this prefix's delay
+        topics (``rk-eos.delay-forwarder.rk.delay.``), so deployments sharing the group name never share ids."""
+        return transactional_id_prefix(self.group, f"{self.settings.topic_prefix}.delay.")
 
     @property
     def dead_letter_topic(self) -> str:

@@ -45,6 +45,7 @@ class ForwarderMetrics(MetricsEndpoint):
 
     # -- hot path (any thread) ---------------------------------------------------------
     def on_forward(self, late_ms: int) -> None:
+        """Count a record delivered to its real topic ``late_ms`` after it was due."""
         self._events.append(late_ms)
         if len(self._events) > FOLD_AT:
             self._fold()
@@ -56,11 +57,13 @@ class ForwarderMetrics(MetricsEndpoint):
             self._fold()
 
     def on_reroute(self) -> None:
+        """Count a record moved on to its next delay topic (a hop)."""
         self._events.append(_HOP)
         if len(self._events) > FOLD_AT:
             self._fold()
 
     def on_dead_letter(self, reason: str) -> None:
+        """Count a record sent to the dead-letter topic (``reason``: why)."""
         with self._lock:
             self.counts["dead_lettered"] += 1
 

@@ -24,6 +24,8 @@ from rocketkafka.admin import TopicAdmin
 from rocketkafka.avro import AvroSerde, RegistryAvroSerde
 from rocketkafka.config import Settings
 from rocketkafka.errors import (
+    AuthenticationError,
+    AuthorizationError,
     ConfigError,
     DelayError,
     InvalidTopicNameError,
@@ -89,6 +91,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AuthenticationError",
+    "AuthorizationError",
     "AvroSerde",
     "ConfigError",
     "ConsumeFromWhere",

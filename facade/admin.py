@@ -15,12 +15,15 @@ import time
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec, ResourceType
 
 from rocketkafka.config import Settings, kafka_client
-from rocketkafka.errors import BrokerUnavailableError, ConfigError, StateError, TopicNotFoundError
+from rocketkafka.connection_check import LogWatch, authentication_error
+from rocketkafka.errors import (AuthenticationError, AuthorizationError, BrokerUnavailableError, ConfigError,
+                                StateError, TopicNotFoundError, TopicsNotCreatedError)
 from rocketkafka.names import check_topic_name
+from rocketkafka.refusals import CLUSTER, GRANT_HINT, principal_of, refusal_in, secured
 from rocketkafka.replication import BROKER_DEFAULT, WARNINGS, TopicReplication, internal_topic_config
 
 log = logging.getLogger(__name__)
@@ -40,10 +43,27 @@ _NOT_SERVED_YET = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEA
 #: Seconds a refresh of a cached partition count waits for a broker before the cached count is used (and
 #: how long it then stands before the next try).
 STALE_REFRESH_S = 2.0
+#: Seconds the first metadata request of a look-up may take before librdkafka's log is read for a refusal
+#: (a wrong password, an untrusted CA...: librdkafka only retries those); each next try waits twice as long.
+FIRST_ASK_S = 0.25
+
+
+def _missing_topics(topics: builtins.list[str], principal: str | None = None) -> str:
+    """What to say when ``topics`` are missing and the broker refused to create them (no CREATE grant)."""
+    names, who = ", ".join(topics), principal or "this principal"
+    return (f"missing topic(s) {names}: the broker does not list them (they do not exist, or {who} may not "
+            f"DESCRIBE them) and refused to create them (TOPIC_AUTHORIZATION_FAILED: {who} lacks CREATE on "
+            f"TOPIC {names}, or on the cluster). Create them first with a principal that may "
+            f"(`rocketkafka admin provision`; `rocketkafka acls` prints each role's grants)")
 
 
 class TopicAdmin:
     """Create topics and look up partition counts without auto-creating anything.
+
+    A broker that refuses who the client is (credentials, TLS, ``security.protocol``) fails a look-up at
+    once with an :class:`AuthenticationError` saying which (:mod:`rocketkafka.connection_check`), not
+    after the timeout with a :class:`BrokerUnavailableError`; a topic the principal may not describe
+    is an :class:`AuthorizationError`, not a :class:`TopicNotFoundError`.
 
     Parameters:
         settings: where the broker is.
@@ -52,16 +72,24 @@ class TopicAdmin:
 
     def __init__(self, settings: Settings, metadata_ttl: float = 30.0) -> None:
         self.settings = settings
-        self._admin: AdminClient | None = kafka_client(AdminClient, settings.kafka_config())
+        self._watch = LogWatch()  # its log lines tell what a broker refused (read when a look-up fails)
+        self._admin: AdminClient | None = kafka_client(AdminClient, settings.kafka_config(logger=self._watch))
         self._ttl = metadata_ttl
         self._cache: dict[str, tuple[float, int]] = {}
         self._broker_default: tuple[int | None] | None = None  # asked once
+        #: configs (the broker's, a topic's) Kafka refused to describe to this principal: what was not judged
+        self.refused_configs: builtins.list[AuthorizationError] = []
 
     @property
     def _client(self) -> AdminClient:
         if self._admin is None:
             raise StateError("this TopicAdmin is closed")
         return self._admin
+
+    @property
+    def client(self) -> AdminClient:
+        """The confluent-kafka AdminClient, for the requests this class does not wrap (access checks)."""
+        return self._client
 
     def close(self) -> None:
         """Let the AdminClient go now (idempotent); later calls raise :class:`StateError`.
@@ -87,18 +115,21 @@ class TopicAdmin:
         """
         self.create_many({topic: partitions}, replication=replication, config=config, exist_ok=exist_ok, timeout=timeout)
 
-    def create_internal(self, topics: dict[str, int], timeout: float = 30.0) -> None:
-        """Create rocketkafka's own topics (``{name: partitions}``) as the settings' ``internal_*`` say, then
-        warn once about any of them -- new or found -- with fewer replicas than wanted or out-of-sync replicas.
+    def create_internal(self, topics: dict[str, int], timeout: float = 30.0) -> builtins.list[str]:
+        """Create rocketkafka's own topics (``{name: partitions}``) that do not exist yet, as the settings'
+        ``internal_*`` say, then warn once about any of them -- new or found -- with fewer replicas than wanted
+        or out-of-sync replicas. Returns the topics created now.
 
         Raises:
-            ConfigError: the broker refuses the replication settings (more replicas than brokers, ...).
+            ConfigError: the broker refuses the replication settings (more replicas than brokers, ...), or a
+                topic is missing and this principal may not create it (the message names the grant).
             BrokerUnavailableError: no broker answered within ``timeout`` s.
         """
         s = self.settings
-        self.create_many(topics, replication=s.internal_replication_factor,
-                         config=dict(internal_topic_config(s.internal_min_insync_replicas)), timeout=timeout)
+        created = self.create_many(topics, replication=s.internal_replication_factor,
+                                   config=dict(internal_topic_config(s.internal_min_insync_replicas)), timeout=timeout)
         self.check_replication(list(topics))
+        return created
 
     def check_replication(self, topics: builtins.list[str]) -> builtins.list[str]:
         """Warn (once per topic and process) about ``topics`` with fewer replicas than wanted or an ISR
@@ -139,6 +170,7 @@ class TopicAdmin:
         try:
             entries = self._client.describe_configs([resource], request_timeout=timeout)[resource].result(timeout)
         except (KafkaException, FutureTimeout) as exc:
+            self._config_refused(exc, CLUSTER)
             log.debug("broker config %s not described: %s", name, exc)
             return None
         entry = entries.get(name)
@@ -187,18 +219,32 @@ class TopicAdmin:
             try:
                 entry = futures[resource].result(max(0.0, deadline - time.monotonic())).get(name)
             except (KafkaException, FutureTimeout) as exc:
+                self._config_refused(exc, resource.name)
                 log.debug("config %s of %s not described: %s", name, resource.name, exc)
                 entry = None
             out[resource.name] = None if entry is None else entry.value
         return out
 
+    def _config_refused(self, exc: BaseException, resource: str) -> None:
+        """Keep the refusal a failed DescribeConfigs stands for (no DESCRIBE_CONFIGS grant) in :attr:`refused_configs`."""
+        refusal = refusal_in(exc, resource, "DESCRIBE_CONFIGS", principal_of(self.settings.kafka)) \
+            if isinstance(exc, KafkaException) else None
+        if refusal is not None:
+            self.refused_configs.append(refusal)
+
     def create_many(self, topics: dict[str, int], replication: int | None = None, config: dict[str, str] | None = None,
-                    exist_ok: bool = True, timeout: float = 30.0) -> None:
+                    exist_ok: bool = True, timeout: float = 30.0) -> builtins.list[str]:
         """Create several topics in one request: ``{name: partitions}``; ``replication`` None: the broker's default.
+        Returns the topics created now.
+
+        With ``exist_ok`` only the topics the broker does not list are asked for: a principal without a CREATE
+        grant runs wherever its topics exist (Kafka answers TOPIC_AUTHORIZATION_FAILED, not TOPIC_ALREADY_EXISTS,
+        to a create without the grant, even of a topic that exists).
 
         Raises:
             InvalidTopicNameError: a name breaks a Kafka rule (the error names it); nothing is created.
-            ConfigError: a partition count is below 1, or the broker refuses the replication factor or config.
+            ConfigError: a partition count is below 1, the broker refuses the replication factor or config, or a
+                topic is missing and this principal may not create it (the message names the grant).
             BrokerUnavailableError: no broker answered within ``timeout`` s.
         """
         for name, partitions in topics.items():
@@ -206,14 +252,17 @@ class TopicAdmin:
             if partitions < 1:
                 raise ConfigError(f"topic {name!r}: partitions must be >= 1, got {partitions}")
         factor = BROKER_DEFAULT if replication is None else replication
-        new = [NewTopic(n, num_partitions=p, replication_factor=factor, config=config or {}) for n, p in topics.items()]
-        if not new:
-            return
+        if not topics:
+            return []
         # librdkafka waits the whole timeout for a controller and then says only "Timed out": a metadata look-up
         # first answers an unreachable broker within seconds, naming the address (BrokerUnavailableError)
-        self._list(min(timeout, REACHABLE_WITHIN_S))
+        listed = self._list(min(timeout, REACHABLE_WITHIN_S))
+        new = [NewTopic(n, num_partitions=p, replication_factor=factor, config=config or {}) for n, p in topics.items()
+               if not (exist_ok and n in listed)]
         created: builtins.list[str] = []
-        for name, future in self._client.create_topics(new, operation_timeout=timeout, request_timeout=timeout).items():
+        refused: builtins.list[str] = []
+        answers = self._client.create_topics(new, operation_timeout=timeout, request_timeout=timeout) if new else {}
+        for name, future in answers.items():
             try:
                 future.result()
                 created.append(name)
@@ -222,6 +271,9 @@ class TopicAdmin:
                 code = exc.args[0].code()
                 if exist_ok and code == KafkaError.TOPIC_ALREADY_EXISTS:
                     continue
+                if code in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED):
+                    refused.append(name)
+                    continue
                 if code in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
                     raise BrokerUnavailableError(self.settings.bootstrap_servers, timeout, exc) from exc
                 if code in (KafkaError.INVALID_REPLICATION_FACTOR, KafkaError.INVALID_CONFIG, KafkaError.POLICY_VIOLATION):
@@ -229,7 +281,11 @@ class TopicAdmin:
                     raise ConfigError(f"topic {name!r} (replication factor {wanted}, config {config or {}}): "
                                       f"the broker refused it: {exc.args[0].str()}") from None
                 raise
+        if refused:
+            principal = principal_of(self.settings.kafka)
+            raise TopicsNotCreatedError(sorted(refused), _missing_topics(sorted(refused), principal), principal)
         self._await_metadata(list(topics), created, timeout)
+        return created
 
     def exists(self, topic: str) -> bool:
         """True when the broker lists ``topic`` (never creates it)."""
@@ -243,12 +299,72 @@ class TopicAdmin:
         """Every topic's metadata (see :meth:`_metadata`)."""
         return self._metadata(timeout).topics
 
-    def _metadata(self, timeout: float) -> Any:
-        """``list_topics()`` without a topic argument (asking for one by name may auto-create it)."""
+    def _metadata(self, timeout: float, unreachable_ends: bool = False) -> Any:
+        """``list_topics()`` without a topic argument (asking for one by name may auto-create it).
+
+        Asked in tries of growing length within ``timeout``: between two, librdkafka's log is read for a
+        refusal (:meth:`refusal`), which no wait mends. ``unreachable_ends``: a broker that cannot be reached
+        (nothing listens, no such host) ends the look-up at once (a start that only checks the credentials).
+
+        Raises:
+            AuthenticationError: the broker refused who this client is.
+            BrokerUnavailableError: no broker answered within ``timeout``.
+        """
+        deadline = time.monotonic() + timeout
+        wait = FIRST_ASK_S
+        while True:
+            asked = time.monotonic()
+            this_try = max(0.001, min(wait, deadline - asked))
+            try:
+                return self._client.list_topics(timeout=this_try)
+            except KafkaException as exc:
+                refused = self.refusal()
+                if refused is not None:
+                    raise refused from None
+                now = time.monotonic()
+                # librdkafka gave up before the try's time (its answer is final), the time is up, or nothing listens
+                unreachable, self._watch.unreachable = self._watch.unreachable, False
+                if (unreachable_ends and unreachable) or now - asked < this_try * 0.9 or deadline - now <= 0.001:
+                    raise BrokerUnavailableError(self.settings.bootstrap_servers, timeout, exc) from exc
+                wait *= 2
+
+    def refusal(self) -> AuthenticationError | None:
+        """What the broker refused of who this client is, as librdkafka logged it since the last look
+        (its log is served here), else ``None``."""
+        poll = getattr(self._client, "poll", None)  # every AdminClient has one; a stand-in in a test may not
+        if poll is not None:
+            poll(0)
+        lines = list(self._watch.lines)
+        self._watch.lines.clear()
+        return authentication_error(lines, self.settings.kafka_config(), self.settings.bootstrap_servers)
+
+    def check_access(self, timeout: float = 10.0) -> None:
+        """Ask the broker for metadata once, to hear a refusal now: a client's start. A broker that does not
+        answer is no error here (the client waits for it as before).
+
+        Raises:
+            AuthenticationError: the broker refused who this client is.
+        """
         try:
-            return self._client.list_topics(timeout=timeout)
+            self._metadata(timeout, unreachable_ends=True)
+        except BrokerUnavailableError as exc:
+            log.debug("access not checked: %s", exc)
+
+    def _not_listed(self, topic: str, timeout: float) -> Exception:
+        """The error of a topic the broker does not list: :class:`TopicNotFoundError`, or the
+        :class:`AuthorizationError` when the broker hides it from this principal (no DESCRIBE: Kafka lists
+        only what a principal may describe, and says so only when asked by name)."""
+        try:
+            self._client.describe_topics(TopicCollection([topic]), request_timeout=timeout)[topic].result(timeout)
         except KafkaException as exc:
-            raise BrokerUnavailableError(self.settings.bootstrap_servers, timeout, exc) from exc
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                return AuthorizationError("kafka", error.name(), "topic", topic, "DESCRIBE",
+                                          principal_of(self.settings.kafka), hint=GRANT_HINT, error=error,
+                                          detail="Kafka hides from this principal whether the topic exists")
+        except Exception as exc:  # a broker without DescribeTopics: the listing's answer stands
+            log.debug("topic %s not described: %s", topic, exc)
+        return TopicNotFoundError(topic)
 
     def partitions(self, topic: str, timeout: float = 10.0) -> int:
         """Partition count of ``topic`` (cached); a look-up waits at most ``timeout`` s for the broker.
@@ -258,6 +374,8 @@ class TopicAdmin:
         Raises:
             InvalidTopicNameError: ``topic`` breaks a Kafka rule, so it can never exist (the error names the rule).
             TopicNotFoundError: the topic does not exist.
+            AuthorizationError: the principal may not describe the topic (so the broker does not list it).
+            AuthenticationError: the broker refused who this client is.
             BrokerUnavailableError: no broker answered within ``timeout`` s.
         """
         now = time.monotonic()
@@ -276,7 +394,7 @@ class TopicAdmin:
             self._cache[topic] = (time.monotonic() - self._ttl + STALE_REFRESH_S, cached[1])  # asked again soon
             return cached[1]
         if meta is None:
-            raise TopicNotFoundError(topic)
+            raise self._not_listed(topic, timeout)
         count = len(meta.partitions)
         self._cache[topic] = (now, count)
         return count
@@ -307,12 +425,23 @@ class TopicAdmin:
     def _await_metadata(self, topics: builtins.list[str], created: builtins.list[str], timeout: float) -> None:
         """Wait until ``topics`` are listed, and the leader of every partition of those ``created`` now serves
         it (at most :data:`LEADERS_WITHIN_S` of ``timeout``: a topic that existed may lack a leader for long,
-        a broker down, and that is no reason to hold a start)."""
+        a broker down, and that is no reason to hold a start).
+
+        Raises:
+            AuthorizationError: a secured cluster does not list one because this principal may not describe it.
+        """
         deadline = time.monotonic() + timeout
+        asked = not secured(self.settings.kafka)
         while time.monotonic() < deadline:
             listed = self._list(10.0)
-            if all(t in listed and listed[t].partitions for t in topics):
+            unlisted = [t for t in topics if not (t in listed and listed[t].partitions)]
+            if not unlisted:
                 break
+            if not asked:  # existing, yet not listed: hidden from this principal (no DESCRIBE), not slow to appear
+                asked = True
+                hidden = self._not_listed(unlisted[0], min(10.0, timeout))
+                if isinstance(hidden, AuthorizationError):
+                    raise hidden
             time.sleep(0.05)
         else:
             return

@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import redis
 from confluent_kafka import KafkaError, KafkaException
 from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 from typing_extensions import Annotated
 
+from rocketkafka.config_file import CONFIG_FILE_ENV, OWN_KEYS, config_file_values
 from rocketkafka.errors import ConfigError
 from rocketkafka.logs import REDACTED, SECRET_SETTING, RepeatFilter, redact_config, redact_url
 from rocketkafka.names import DEFAULT_TOPIC_PREFIX, RedisKeys, TopicNames, prefix_problem
@@ -47,15 +49,30 @@ RDKAFKA_LOG.addFilter(RepeatFilter())  # an unreachable broker is reported once 
 #: takes any first sequence from a producer it does not know -- and librdkafka reports the
 #: failed batch delivered ("implicitly acked", offset unknown; confluent-kafka-go#921). Seen
 #: here on Apache Kafka 4.1 as delayed messages missing from their delay topic. One in flight
-#: cost no throughput where measured (README, "Faults tried"); the Java client, which does not
+#: cost no throughput where measured (docs/guarantees/faults.md); the Java client, which does not
 #: ack implicitly, needs no such limit.
 SAFE_PRODUCER_CONFIG: dict[str, Any] = {"enable.idempotence": True, "max.in.flight.requests.per.connection": 1}
 
 #: Keys of a drop-in client's config dict that are rocketkafka's (see :meth:`Settings.from_client_config`).
 CLIENT_KEY_PREFIX = "rocketkafka."
-CLIENT_KEYS = ("rocketkafka.redis.urls", "rocketkafka.topic.prefix", "rocketkafka.redis.prefix",
-               "rocketkafka.delay.levels", "rocketkafka.producer.group",
-               "rocketkafka.internal.replication.factor", "rocketkafka.internal.min.insync.replicas")
+#: The settings' own keys (shared with the properties file of ``ROCKETKAFKA_CONFIG_FILE``), then the per-client
+#: ones: a drop-in client's delay levels and producer group.
+CLIENT_KEYS = (*OWN_KEYS, "rocketkafka.delay.levels", "rocketkafka.producer.group")
+
+
+#: Client settings that say who a client is and how it connects (librdkafka's security properties): a drop-in client's
+#: own settings of these kinds are shared with every internal client rocketkafka makes for it.
+CONNECTION_SETTING_PREFIXES = ("security.protocol", "sasl.", "ssl.", "ssl_", "enable.ssl.", "enable.sasl.", "oauth",
+                               "https.", "client.dns.lookup")
+
+
+def is_connection_setting(key: str) -> bool:
+    """Whether the confluent-kafka setting ``key`` is part of how a client authenticates and connects.
+
+    >>> is_connection_setting("sasl.password"), is_connection_setting("linger.ms")
+    (True, False)
+    """
+    return key.startswith(CONNECTION_SETTING_PREFIXES)
 
 
 def kafka_client(factory: Callable[[dict[str, Any]], T], config: dict[str, Any]) -> T:
@@ -97,6 +114,10 @@ class Settings(BaseSettings):
             there, so they should be as durable as the user's topics.
         internal_min_insync_replicas: ``min.insync.replicas`` of new internal topics (None: the broker's).
 
+    Where values come from, first wins: arguments in code, ``ROCKETKAFKA_*`` variables, the
+    properties file ``ROCKETKAFKA_CONFIG_FILE`` names (:mod:`rocketkafka.config_file`, the place for
+    passwords), the defaults; ``kafka`` settings of all of them are merged.
+
     Secrets pass through to every internal client and nowhere else: ``repr``/``str`` show
     ``***`` for secret Kafka settings (``sasl.password``, ``ssl.key.password``, ...) and for
     Redis URL passwords, and validation errors never repeat the values given.
@@ -113,6 +134,15 @@ class Settings(BaseSettings):
     delay: DelayConfig = Field(default_factory=DelayConfig.load)
     internal_replication_factor: int | None = None
     internal_min_insync_replicas: int | None = None
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource,
+                                   dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource
+                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Code, then the environment, then ``ROCKETKAFKA_CONFIG_FILE``'s properties."""
+        return init_settings, env_settings, _ConfigFileSource(settings_cls), dotenv_settings, file_secret_settings
 
     @field_validator("internal_replication_factor", "internal_min_insync_replicas", mode="before")
     @classmethod
@@ -201,6 +231,9 @@ class Settings(BaseSettings):
     def from_client_config(cls, config: dict[str, Any], require_broker: bool = True) -> tuple[Settings, dict[str, Any]]:
         """Settings from a drop-in client's confluent-kafka config dict, and the dict without our keys.
 
+        The dict's security settings (``security.protocol``, ``sasl.*``, ``ssl.*``: :func:`is_connection_setting`)
+        go into the settings' ``kafka`` too, so every client made for this one connects the same way.
+
         Our keys, all optional (the ``ROCKETKAFKA_*`` environment fills the rest):
         ``rocketkafka.redis.urls`` (comma separated), ``rocketkafka.topic.prefix``,
         ``rocketkafka.redis.prefix``, ``rocketkafka.delay.levels`` (``"1s 5s 10s"``),
@@ -225,8 +258,12 @@ class Settings(BaseSettings):
             if ours.get(key) not in (None, ""):
                 overrides[key.removeprefix(CLIENT_KEY_PREFIX).replace(".", "_")] = ours[key]
         servers = rest.pop("bootstrap.servers", None)
-        settings = cls.load({"bootstrap.servers": servers} if servers else None, ours.get("rocketkafka.redis.urls"),
-                            require_broker=require_broker, **overrides)
+        # who we are and how we connect hold for every client rocketkafka makes beside this one (its engine's
+        # consumers, admin and producers): without them those cannot even log in to a secured cluster
+        shared = {k: v for k, v in rest.items() if is_connection_setting(k)}
+        given = {**({"bootstrap.servers": servers} if servers else {}), **shared}
+        settings = cls.load(given or None, ours.get("rocketkafka.redis.urls"), require_broker=require_broker,
+                            **overrides)
         return settings, rest
 
     def kafka_config(self, **extra: Any) -> dict[str, Any]:
@@ -259,6 +296,23 @@ class Settings(BaseSettings):
         env.update(self.delay.environment())
         return env
 
+    def child_environment(self, base: Mapping[str, str] | None = None, **extra: str) -> dict[str, str]:
+        """The whole environment of a child process that must use these settings: ``base`` (default this
+        process's environment) without its own connection variables (``ROCKETKAFKA_<field>``,
+        ``ROCKETKAFKA_DELAY_*``, ``ROCKETKAFKA_CONFIG_FILE``), then :meth:`environment`, then ``extra``.
+
+        This is how settings reach a subprocess (a sidecar, a benchmark contender, a chaos worker):
+        secrets (``sasl.password``, Redis URL passwords) travel in the environment, which only the
+        process's owner can read, never in its ``argv``, which ``ps`` shows every user of the host.
+        The child reads them back with ``Settings()`` / :meth:`load`. Stale variables of the parent
+        are dropped, so the child gets exactly these settings.
+        """
+        env = {name: value for name, value in (os.environ if base is None else base).items()
+               if not _is_settings_variable(name)}
+        env.update(self.environment())
+        env.update(extra)
+        return env
+
     def require_redis(self) -> list[str]:
         """The Redis URLs, or a clear error for clients that need the lock table."""
         if not self.redis_urls:
@@ -275,3 +329,20 @@ class Settings(BaseSettings):
         """Redis key names under this prefix."""
         return RedisKeys(self.redis_prefix)
 
+
+def _is_settings_variable(name: str) -> bool:
+    """Whether the environment variable ``name`` sets a :class:`Settings` field (or names the config file)."""
+    if not name.startswith("ROCKETKAFKA_"):
+        return False
+    field = name[len("ROCKETKAFKA_"):].lower()
+    return field in Settings.model_fields or field.startswith("delay_") or name == CONFIG_FILE_ENV
+
+
+class _ConfigFileSource(PydanticBaseSettingsSource):
+    """The settings source of ``ROCKETKAFKA_CONFIG_FILE`` (read each time settings are made)."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ gives every value at once
+
+    def __call__(self) -> dict[str, Any]:
+        return config_file_values()

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from rocketkafka.errors import SendError
+from rocketkafka.refusals import send_error
 
 
 class Ack:
@@ -41,6 +41,10 @@ class Ack:
 
     def done(self) -> bool:
         return self._done
+
+    def failed_so_far(self) -> BaseException | None:
+        """The first failure reported so far, even while other deliveries are still out (no waiting)."""
+        return self._error
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         self._wait(timeout)
@@ -76,17 +80,21 @@ class Ack:
 class BatchAck(Ack):
     """The ack of several deliveries: resolves once it is closed and every tracked delivery is in.
 
-    The first failure becomes its error (the consumer then rewinds to the first record of the batch).
+    The first failure becomes its error (the consumer then rewinds to the first record of the batch); a write
+    no ACL allows names ``principal`` (:func:`rocketkafka.refusals.send_error`).
     """
 
-    __slots__ = ("_pending", "_tracked", "_closed", "_lock", "_trackers")
+    __slots__ = ("_pending", "_tracked", "_closed", "_lock", "_trackers", "_principal", "failed_topics")
 
-    def __init__(self) -> None:
+    def __init__(self, principal: str | None = None) -> None:
         super().__init__()
+        self._principal = principal
         self._pending = self._tracked = 0  # _pending may dip below 0 before close(): reports can beat the count
         self._closed = False
         self._lock = threading.Lock()
         self._trackers: list[_Tracker] = []
+        #: topics of failed deliveries (a few): a transaction's refused commit names none, its purged records do
+        self.failed_topics: set[str] = set()
 
     def track(self) -> Callable[[Any, Any], None]:
         """One more delivery to wait for; returns its ``on_delivery(err, msg)`` callback."""
@@ -124,8 +132,12 @@ class BatchAck(Ack):
     def _one_done(self, err: Any, _msg: Any) -> None:
         with self._lock:
             self._pending -= 1
-            if err is not None and self._error is None:
-                self._error = err if isinstance(err, BaseException) else SendError(_topic_of(_msg), err.str())
+            if err is not None:
+                if len(self.failed_topics) < 8:
+                    self.failed_topics.add(_topic_of(_msg))
+                if self._error is None:
+                    self._error = err if isinstance(err, BaseException) else send_error(_topic_of(_msg), err,
+                                                                                         self._principal)
             fire = self._closed and not self._pending
         if fire:
             self.resolve(self._error)

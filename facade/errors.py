@@ -4,6 +4,7 @@ The tree::
 
     RocketKafkaError
     ├── ConfigError              a setting is missing or invalid
+    │   └── TopicsNotCreatedError  missing topics the broker refused to create (also an AuthorizationError)
     ├── MessageError             a message cannot be sent as given (nothing is sent)
     │   ├── MessageTooLargeError                                                    (also a KafkaException)
     │   └── DelayError           unknown delay level, negative or too large delay
@@ -14,9 +15,16 @@ The tree::
     ├── InvalidTopicNameError    the name breaks one of Kafka's topic name rules (it could never exist)
     ├── MalformedRecordError     a consumed record's system headers are garbled (routed to the DLQ)
     ├── SendError                the broker refused or the send timed out           (also a KafkaException)
+    │   └── SendNotAuthorizedError  no ACL allows the write (also an AuthorizationError)
     ├── BrokerUnavailableError   no broker answered in time                         (also a KafkaException)
+    ├── AuthenticationError      who we are was refused (credentials, SASL mechanism), TLS failed (CA, host
+    │                            name), or the server expects another security.protocol: says which
+    ├── AuthorizationError       a permission is missing: Kafka's *_AUTHORIZATION_FAILED or Redis NOPERM,
+    │                            naming the resource, the operation and the principal
     ├── RedisUnavailableError    no Redis node answered (down, unreachable, wrong address)
-    │   └── RedisAuthError       Redis nodes answered but refused the credentials (password, ACL user)
+    │   └── RedisAuthError       Redis nodes answered but refused us (password, ACL user, permissions)
+    │       ├── RedisCredentialsError  ... who we are: password, user, TLS (also an AuthenticationError)
+    │       └── RedisPermissionError   ... NOPERM: a command or key pattern (also an AuthorizationError)
     ├── LockError                a partition lock could not be taken or was lost
     ├── StateError               a client used in the wrong state (not started, closed)
     │   └── ConsumerFailedError  its poll thread died; the cause is the exception that killed it
@@ -195,6 +203,120 @@ class RedisAuthError(RedisUnavailableError):
     or a user without the permissions the lock table needs (``nodes`` says which node said what)."""
 
     _what = "Redis refused the credentials"
+
+
+class AuthenticationError(RocketKafkaError):
+    """The broker or Redis refused who we are, or the TLS connection could not be made; the message says which
+    and the setting to look at (:mod:`rocketkafka.refusals` words it). No wait mends it: it is raised, never retried.
+
+    Attributes:
+        system: ``"kafka"`` or ``"redis"``.
+        reason: ``"credentials"`` (wrong password or unknown user), ``"mechanism"`` (a SASL mechanism the server
+            does not offer), ``"tls-trust"`` (the server's certificate is not signed by a CA we trust),
+            ``"tls-hostname"`` (the certificate does not name the address we dialled), ``"tls"`` (another TLS
+            failure) or ``"protocol"`` (the server expects TLS or SASL, and we spoke another ``security.protocol``).
+        address: the server, as dialled. ``setting``: the client setting to check.
+        principal: the user we tried to be (``None``: none was given). ``error``: librdkafka's KafkaError, if any.
+    """
+
+    def __init__(self, message: str, *, system: str = "kafka", reason: str = "credentials", address: str = "",
+                 setting: str | None = None, principal: str | None = None, error: KafkaError | None = None) -> None:
+        self.message = redact_url(message)
+        Exception.__init__(self, self.message)
+        self.system, self.reason, self.address, self.setting = system, reason, address, setting
+        self.principal, self.error = principal, error
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class AuthorizationError(RocketKafkaError):
+    """No ACL allows what was asked: Kafka answered ``TOPIC_AUTHORIZATION_FAILED`` (``GROUP_``, ``CLUSTER_``,
+    ``TRANSACTIONAL_ID_``...) or Redis ``NOPERM``. The message names the resource, the operation and the principal::
+
+        Kafka refused WRITE on topic 'orders' to User:app (TOPIC_AUTHORIZATION_FAILED); ...
+
+    Attributes:
+        system: ``"kafka"`` or ``"redis"``. ``code_name``: the error's name (``TOPIC_AUTHORIZATION_FAILED``,
+            ``NOPERM``).
+        resource_type: ``topic``, ``group``, ``cluster``, ``transactional id``; Redis: ``key``, ``command``.
+        resource: its name (a key pattern or a key for Redis). ``operation``: ``READ``, ``WRITE``, ``DESCRIBE``,
+            ``CREATE``...; for Redis the command (``EVALSHA``). ``principal``: ``User:app`` / the Redis user, or
+            ``None`` when unknown. ``hint``: what grants it. ``kafka_error``: the KafkaError, if it came from Kafka.
+    """
+
+    def __init__(self, system: str, code: str, resource_type: str, resource: str, operation: str,
+                 principal: str | None = None, *, hint: str | None = None, detail: str | None = None,
+                 error: KafkaError | None = None) -> None:
+        who = f" to {principal}" if principal else ""
+        why = f"{code}: {detail}" if detail else code
+        self.message = redact_url(f"{'Redis' if system == 'redis' else 'Kafka'} refused {operation} on "
+                                  f"{resource_type} {resource!r}{who} ({why}){f'; {hint}' if hint else ''}")
+        Exception.__init__(self, self.message)
+        self.system, self.code_name, self.resource_type, self.resource = system, code, resource_type, resource
+        self.operation, self.principal, self.hint, self.kafka_error = operation, principal, hint, error
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class SendNotAuthorizedError(AuthorizationError, SendError):
+    """A send refused for a missing ACL (``TOPIC_AUTHORIZATION_FAILED``...): an :class:`AuthorizationError`
+    naming the topic and principal, and a :class:`SendError` (``retriable`` False) for code that catches those."""
+
+    def __init__(self, topic: str, error: KafkaError, principal: str | None = None, *, hint: str | None = None,
+                 resource_type: str = "topic", resource: str | None = None, operation: str = "WRITE",
+                 detail: str | None = None) -> None:
+        AuthorizationError.__init__(self, "kafka", error.name(), resource_type, topic if resource is None else resource,
+                                    operation, principal, hint=hint, detail=detail, error=error)
+        self._init_kafka(self.message, error)
+        self.topic, self.code, self.retriable = topic, error.code(), False
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class TopicsNotCreatedError(AuthorizationError, ConfigError):
+    """Topics that must exist are missing, and the broker refused to create them (no CREATE grant): a
+    :class:`ConfigError` (a deployment not provisioned) and an :class:`AuthorizationError` naming them, ``CREATE``
+    and the principal. ``topics``: the names."""
+
+    def __init__(self, topics: list[str], message: str, principal: str | None = None) -> None:
+        AuthorizationError.__init__(self, "kafka", "TOPIC_AUTHORIZATION_FAILED", "topic", ", ".join(topics), "CREATE",
+                                    principal, hint="create them first with a principal that may")
+        self.message = message
+        Exception.__init__(self, message)
+        self.topics = list(topics)
+
+
+class RedisCredentialsError(RedisAuthError, AuthenticationError):
+    """Redis refused who we are (a wrong password, an unknown or disabled ACL user) or TLS to it failed."""
+
+    def __init__(self, nodes: dict[str, str], action: str = "membership heartbeat", *, reason: str = "credentials",
+                 principal: str | None = None) -> None:
+        if reason.startswith("tls"):
+            self._what = "TLS to Redis failed (check the CA in the URL's ssl_ca_certs and the host name)"
+        RedisAuthError.__init__(self, nodes, action)
+        self.message = str(self.args[0])
+        self.system, self.reason, self.address = "redis", reason, ", ".join(nodes)
+        self.setting = "the Redis URL's user, password and ssl_ca_certs"
+        self.principal, self.error = principal, None
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class RedisPermissionError(AuthorizationError, RedisAuthError):
+    """Redis answered ``NOPERM``: the ACL user lacks a command or the key pattern the call needs. The message
+    names the command, the key (or the pattern needed), the user and the node(s) (``nodes``)."""
+
+    def __init__(self, nodes: dict[str, str], command: str, resource: str, principal: str | None = None, *,
+                 resource_type: str = "key", hint: str | None = None) -> None:
+        detail = next(iter(nodes.values()), "")
+        AuthorizationError.__init__(self, "redis", "NOPERM", resource_type, resource, command, principal,
+                                    hint=hint, detail=detail.removeprefix("NoPermissionError: "))
+        self.nodes = nodes
 
 
 class LockError(RocketKafkaError):

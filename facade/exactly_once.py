@@ -8,6 +8,10 @@ that replaced it. So a service started with ``exactly_once=True`` checks first, 
 one and commits it, and reads them back read_committed. If that does not hold, the service
 refuses to start and says why. It never falls back to at-least-once without saying so.
 
+The probe names its transactional id under the caller's own transactional-id prefix and reads back
+with the caller's own consumer group (it commits nothing there), so a least-privilege principal
+needs no grant beyond its own: no name shared by every deployment of the cluster.
+
 While a handler runs inside a transaction, its thread's writes go into it
 (:func:`writing_into`): retry copies and dead letters of the failure policies
 (:class:`~rocketkafka.retry.Reconsumer`) and what a listener sends through an exactly-once
@@ -31,6 +35,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from rocketkafka.admin import TopicAdmin
 from rocketkafka.config import Settings, kafka_client
 from rocketkafka.errors import ConfigError
+from rocketkafka.refusals import principal_of, refusal_in
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +49,23 @@ _asking = threading.Lock()
 
 def probe_topic(settings: Settings) -> str:
     """The one-partition internal topic the probe writes to (kept: a probe costs two records)."""
-    return f"{settings.topic_prefix}.probe.transactions"
+    return settings.topics.probe()
 
 
-def aborted_records_hidden(settings: Settings, timeout: float = PROBE_TIMEOUT_S) -> str | None:
+def probe_transactional_id(prefix: str | None, marker: str) -> str:
+    """The probe's transactional id under ``prefix`` (``~`` is no topic-name character: it never equals the id
+    of a partition's producer, ``<prefix><topic>.<partition>``); without one, a throw-away ``rk-probe-*`` id."""
+    return f"rk-probe-{marker}" if prefix is None else f"{prefix}~probe-{marker}"
+
+
+def aborted_records_hidden(settings: Settings, timeout: float = PROBE_TIMEOUT_S, *,
+                           transactional_id_prefix: str | None = None, group: str | None = None) -> str | None:
     """``None`` when read_committed readers of the broker of ``settings`` skip aborted records, else why not.
 
     An aborted record, then a committed one, in one partition. A reader from the aborted record's
-    offset must see only the committed one.
+    offset must see only the committed one. The probe writes under a transactional id that starts with
+    ``transactional_id_prefix`` and reads back as a consumer of ``group``, committing nothing (default for
+    either: a throw-away ``rk-probe-*`` name, which only a principal allowed every name can use).
     """
     deadline = time.monotonic() + timeout
     topic = probe_topic(settings)
@@ -61,8 +75,8 @@ def aborted_records_hidden(settings: Settings, timeout: float = PROBE_TIMEOUT_S)
     finally:
         admin.close()
     marker = uuid.uuid4().hex.encode()
-    producer = kafka_client(Producer, {**settings.kafka_config(), "transactional.id": f"rk-probe-{marker.decode()}",
-                                       "linger.ms": 0})
+    transactional_id = probe_transactional_id(transactional_id_prefix, marker.decode())
+    producer = kafka_client(Producer, {**settings.kafka_config(), "linger.ms": 0, "transactional.id": transactional_id})
     offsets: list[int] = []
 
     def delivered(err: object, msg: object) -> None:
@@ -77,16 +91,19 @@ def aborted_records_hidden(settings: Settings, timeout: float = PROBE_TIMEOUT_S)
             producer.flush(_left(deadline))
             (producer.commit_transaction if commit else producer.abort_transaction)(_left(deadline))
     except KafkaException as exc:
+        refusal = refusal_in(exc, transactional_id, "WRITE", principal_of(settings.kafka))
+        if refusal is not None:  # a missing grant, not a broker without transactions: AuthorizationError
+            raise refusal from None
         return f"its transactions fail: {exc.args[0].str() if exc.args else exc}"
     finally:
         del producer
     if len(offsets) != 2:
         return "the probe's records were not acknowledged"
-    return _read_back(settings, topic, offsets[0], marker, deadline)
+    return _read_back(settings, topic, offsets[0], marker, deadline, group or f"rk-probe-{marker.decode()}")
 
 
-def _read_back(settings: Settings, topic: str, start: int, marker: bytes, deadline: float) -> str | None:
-    consumer = kafka_client(Consumer, {**settings.kafka_config(), "group.id": f"rk-probe-{marker.decode()}",
+def _read_back(settings: Settings, topic: str, start: int, marker: bytes, deadline: float, group: str) -> str | None:
+    consumer = kafka_client(Consumer, {**settings.kafka_config(), "group.id": group,
                                        "enable.auto.commit": False, "isolation.level": "read_committed"})
     seen: list[bytes] = []
     try:
@@ -113,16 +130,23 @@ def _left(deadline: float) -> float:
     return max(0.1, deadline - time.monotonic())
 
 
-def require_exactly_once(settings: Settings, what: str, option: str = "exactly_once") -> None:
+def require_exactly_once(settings: Settings, what: str, option: str = "exactly_once", *,
+                         transactional_id_prefix: str | None = None, group: str | None = None) -> None:
     """Refuse ``option=True`` for ``what`` unless the broker hides aborted records (asked once per broker).
+
+    ``transactional_id_prefix`` and ``group`` are the caller's own (its producers' transactional ids start
+    with the prefix, ``group`` is the consumer group it commits to): the probe runs under them
+    (:func:`aborted_records_hidden`).
 
     Raises:
         ConfigError: the broker does not hide aborted records, or its transactions fail (the message says which).
+        AuthorizationError: the principal may not use the probe's transactional id, topic or group (named).
     """
     servers = settings.bootstrap_servers
     with _asking:
         if servers not in _verdicts:
-            _verdicts[servers] = aborted_records_hidden(settings)
+            _verdicts[servers] = aborted_records_hidden(settings, transactional_id_prefix=transactional_id_prefix,
+                                                        group=group)
             log.info("exactly-once probe of %s: %s", servers, _verdicts[servers] or "aborted records are hidden")
         why_not = _verdicts[servers]
     if why_not is not None:

@@ -4,8 +4,10 @@ System properties travel as ``rk.*`` headers with UTF-8 values, user properties 
 plain headers (:mod:`rocketkafka.names`). A record from a foreign producer (no ``rk.*``
 headers) is fine: its message id is ``topic@partition@offset``, stable across
 re-deliveries. A record whose system headers are garbled -- not UTF-8, a count or a
-time that is not a non-negative integer -- raises :class:`~rocketkafka.errors.MalformedRecordError`,
-which consumers and services route to the dead-letter topic.
+time that is not a non-negative integer -- raises :class:`~rocketkafka.errors.MalformedRecordError`.
+Consumers ask :func:`unreadable_header` before a listener sees a record, and route such a record
+to the dead-letter topic instead, so a message handed to a listener never raises on a field.
+User properties (plain headers) are the user's business: any bytes are delivered.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ _RECONSUME, _BORN = Header.RECONSUME_TIMES, Header.BORN_TIMESTAMP
 
 #: The largest reconsume count a record may carry (a forged huge count would only dead-letter at once).
 MAX_RECONSUME_TIMES_HEADER = 1_000_000
+#: The system headers that hold a count or a time, and the largest value each may hold.
+_COUNTED = {_RECONSUME: MAX_RECONSUME_TIMES_HEADER, _BORN: 1 << 62}
 
 
 class SystemHeaders(NamedTuple):
@@ -63,9 +67,9 @@ def read_headers(record: Any) -> SystemHeaders:
                 elif name == _KEYS:
                     keys = value.decode()
                 elif name == _RECONSUME:
-                    reconsume = _count(value, name, MAX_RECONSUME_TIMES_HEADER)
+                    reconsume = _count(value, name, _COUNTED[_RECONSUME])
                 elif name == _BORN:
-                    born = _count(value, name, 1 << 62)
+                    born = _count(value, name, _COUNTED[_BORN])
                 else:
                     value.decode()  # other system headers must be UTF-8 too
             elif value is not None:
@@ -73,6 +77,32 @@ def read_headers(record: Any) -> SystemHeaders:
     except (UnicodeDecodeError, ValueError, AttributeError, TypeError) as exc:
         raise malformed_header(record, name, exc) from exc
     return SystemHeaders(msg_id or record_id(record), tags, keys, reconsume, born, props, headers)
+
+
+def unreadable_header(record: Any) -> MalformedRecordError | None:
+    """The error :func:`read_headers` would raise for ``record``, else ``None`` -- without building anything.
+
+    The push consumer asks this of every record before its listener sees it, so the check is the
+    hot path's: a record without headers costs one call, and only ``rk.*`` values are looked at
+    (ASCII text passes without decoding). Its rules are :func:`read_headers`' exactly: a system
+    header must be UTF-8, and the reconsume count and born time non-negative integers in range.
+    """
+    headers = record.headers()
+    if not headers:
+        return None
+    name, counted = "", _COUNTED
+    try:
+        for name, value in headers:
+            if value is None or not name.startswith(HEADER_PREFIX):
+                continue  # a user property: delivered whatever its bytes
+            if name in counted:
+                if not (type(value) is bytes and value.isdigit() and int(value) <= counted[name]):
+                    _count(value, name, counted[name])  # the slow path: takes what int() takes, or says what is wrong
+            elif type(value) is not bytes or not value.isascii():
+                value.decode()  # ASCII is UTF-8: only other bytes are decoded
+    except (UnicodeDecodeError, ValueError, AttributeError, TypeError) as exc:
+        return malformed_header(record, name, exc)
+    return None
 
 
 def malformed_header(record: Any, name: str, problem: BaseException) -> MalformedRecordError:
@@ -89,14 +119,6 @@ def _count(value: bytes, name: str, limit: int) -> int:
     if not 0 <= number <= limit:
         raise ValueError(f"{number} is outside 0..{limit}")
     return number
-
-
-def tags_of(record: Any) -> str | None:
-    """The TAGS header of a raw record, without decoding the rest (for fast filtering)."""
-    for name, value in record.headers() or ():
-        if name == _TAGS:
-            return value.decode("utf-8", "replace") if value is not None else None
-    return None
 
 
 def header_map(headers: list[tuple[str, bytes | None]] | None) -> dict[str, bytes | None]:

@@ -7,7 +7,7 @@ straight through where rocketkafka adds nothing (``poll``, ``flush``, ``purge``,
 rocketkafka adds are keyword arguments (``produce(tags=..., keys=..., properties=...,
 delay_level=..., delay=..., deliver_at=...)``, ``subscribe(tags=...)``), RocketMQ's
 ownership for subscribed consumers (Redis lock table instead of Kafka's group
-coordinator), and the few differences the README lists under "Differences".
+coordinator), and the few differences docs/guides/from-confluent-kafka.md lists ("What differs").
 
 A plain ``produce`` sends the record byte for byte as confluent-kafka does (value incl.
 ``None`` tombstones, key, headers as given incl. duplicates and ``None`` values, timestamp,

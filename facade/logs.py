@@ -21,6 +21,7 @@ import logging
 import os
 import re
 import threading
+import time
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
@@ -128,6 +129,28 @@ class RepeatFilter(logging.Filter):
         if held:
             record.msg, record.args = f"{record.getMessage()} ({held} like it held back in the last {self.window_s:g} s)", None
         return True
+
+
+class SampledWarning:
+    """A stream of like warnings (one per bad record, say): the first in each ``window_s`` at WARNING, saying how
+    many came since the last one, the others at DEBUG, so a flood of bad input cannot flood the log."""
+
+    def __init__(self, logger: logging.Logger, window_s: float = 60.0) -> None:
+        self.logger, self.window_s = logger, window_s
+        self._since, self._told_at = 0, -window_s
+        self._lock = threading.Lock()
+
+    def __call__(self, msg: str, *args: Any, **kwargs: Any) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._since += 1
+            if now - self._told_at < self.window_s:
+                level, more = logging.DEBUG, ""
+            else:
+                level = logging.WARNING
+                more = f" ({self._since - 1} more like it since the last warning)" if self._since > 1 else ""
+                self._since, self._told_at = 0, now
+        self.logger.log(level, msg + more.replace("%", "%%"), *args, **kwargs)
 
 
 #: Kafka client settings whose values are secrets (librdkafka's sensitive properties and their kin).

@@ -67,18 +67,23 @@ class Message:
 
     # rocketmq-client-python's setters
     def set_keys(self, keys: str | Iterable[str]) -> None:
+        """Set the keys: one key, several space separated, or a list of them."""
         self.keys = _normalize_keys(keys)
 
     def set_tags(self, tags: str) -> None:
+        """Set the tag (one; consumers' tag expressions select by it)."""
         self.tags = tags
 
     def set_body(self, body: bytes | str) -> None:
+        """Set the payload (a ``str`` is sent as UTF-8), as rocketmq-client-python's ``set_body``."""
         self.body = body.encode() if isinstance(body, str) else body
 
     def set_property(self, key: str, value: str) -> None:
+        """Set a user property (sent as a plain record header)."""
         self.properties[key] = value
 
     def set_delay_time_level(self, level: int) -> None:
+        """Set the RocketMQ delay level (0: no delay)."""
         self.delay_time_level = level
 
     def validate(self) -> None:
@@ -112,7 +117,9 @@ class MessageExt:
     body, key and timestamps are read from the record, and the system headers (id, tags,
     keys, reconsume times, born time, user properties) are decoded all at once the first
     time one of them is asked for. A garbled system header raises
-    :class:`~rocketkafka.errors.MalformedRecordError` then; consumers dead-letter the record.
+    :class:`~rocketkafka.errors.MalformedRecordError` then -- never in a listener: the push
+    consumer checks a record's system headers before its listener sees it
+    (:func:`~rocketkafka.headers.unreadable_header`) and dead-letters one that would raise.
 
     Properties read as in rocketmq-client-python: ``msg.get_property("region")`` or
     ``msg["region"]`` (``KeyError`` when absent); system properties by their header name.
@@ -176,6 +183,7 @@ class MessageExt:
 
     @property
     def tags(self) -> str | None:
+        """The message's tag, or ``None``."""
         return self._decoded("_tags")
 
     @property
@@ -205,6 +213,7 @@ class MessageExt:
 
     @property
     def topic(self) -> str:
+        """The topic the message was read from."""
         try:
             return self._topic
         except AttributeError:

@@ -253,6 +253,10 @@ class TopicNames:
         """``RMQ_SYS_TRACE_TOPIC``: message trace events (opt-in), keyed by message id."""
         return f"{self.prefix}.trace"
 
+    def probe(self) -> str:
+        """The exactly-once probe's one-partition topic (:mod:`rocketkafka.exactly_once`)."""
+        return f"{self.prefix}.probe.transactions"
+
     def is_internal(self, topic: str) -> bool:
         """True for topics this project owns."""
         return topic.startswith(self.prefix + ".")

@@ -4,7 +4,7 @@ rocketmq-client-python code runs with only its import changed: ``Producer(group_
 its ``set_*`` setters (``set_name_server_address`` names the Kafka bootstrap servers: both
 are where a client finds the brokers), ``send_sync`` / ``send_oneway`` /
 ``send_orderly_with_sharding_key`` returning an unpackable ``SendResult(status, msg_id,
-offset)``, ``start`` / ``shutdown``. What differs is listed in the README ("Differences").
+offset)``, ``start`` / ``shutdown``. What differs is listed in docs/guides/from-rocketmq.md.
 """
 
 from __future__ import annotations
@@ -122,17 +122,28 @@ class Producer(ConnectionSetters, ServiceContext):
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
-        """Connect (idempotent)."""
+        """Connect (idempotent): the broker is asked once, so a refusal of who this producer is comes now.
+
+        Raises:
+            AuthenticationError: the broker refused the credentials, TLS failed, or it expects another
+                ``security.protocol`` (the error says which). A broker that does not answer is no error:
+                sends wait for it, up to the send timeout.
+        """
         if self._sender is None:
             if not self._trace and self._index is False:
-                self._sender = Sender(self.settings, self._producer_config, self.group_id,
-                                      send_timeout=self.send_timeout)
-                return
-            index = self._index if isinstance(self._index, MessageIndex) else \
-                MessageIndex(self.settings.require_redis(), self.settings.keys) if self._index else None
-            tracer = Tracer(self.settings, f"producer {self.group_id}") if self._trace else None
-            self._sender = ObservedSender(self.settings, self._producer_config, self.group_id, tracer=tracer,
-                                          index=index, send_timeout=self.send_timeout)
+                sender = Sender(self.settings, self._producer_config, self.group_id, send_timeout=self.send_timeout)
+            else:
+                index = self._index if isinstance(self._index, MessageIndex) else \
+                    MessageIndex(self.settings.require_redis(), self.settings.keys) if self._index else None
+                tracer = Tracer(self.settings, f"producer {self.group_id}") if self._trace else None
+                sender = ObservedSender(self.settings, self._producer_config, self.group_id, tracer=tracer,
+                                        index=index, send_timeout=self.send_timeout)
+            try:
+                sender.check_access(min(self.send_timeout, 10.0))
+            except BaseException:
+                sender.close(0)
+                raise
+            self._sender = sender
 
     def shutdown(self) -> None:
         """Deliver what is queued and close."""
@@ -142,6 +153,7 @@ class Producer(ConnectionSetters, ServiceContext):
 
     @property
     def sender(self) -> Sender:
+        """The sending engine of a started producer; :class:`StateError` before ``start()``."""
         if self._sender is None:
             raise StateError("producer not started: call start() or use it as a context manager")
         return self._sender
@@ -191,7 +203,7 @@ class Producer(ConnectionSetters, ServiceContext):
             if err is None:
                 callback(SendResult(_OK, msg_id, kmsg.offset(), topic, kmsg.partition()))
                 return
-            exc = Sender.result_error(topic, err)
+            exc = Sender.result_error(topic, err, sender.principal)
             if exception_callback is not None:
                 exception_callback(exc)
             else:

@@ -30,6 +30,7 @@ from rocketkafka.names import Header
 from rocketkafka.partitioning import DEFAULT_PARTITIONER, key_partition, partitioner_of
 from rocketkafka.queue_selectors import Selector, select_partition, sharding_key_bytes
 from rocketkafka.record import Record
+from rocketkafka.refusals import RESOURCE_OF, principal_of, send_error
 from rocketkafka.topic_listing import TopicListing
 
 log = logging.getLogger(__name__)
@@ -72,6 +73,8 @@ class Sender:
         #: the librdkafka settings of the producer this sender makes (tests, diagnostics)
         self.config = config
         self.partitioner = partitioner_of(config)
+        #: who the broker knows this producer as (``User:<sasl.username>``), for the errors of refused sends
+        self.principal = principal_of(config)
         self.max_bytes = int(config.get("message.max.bytes", DEFAULT_MAX_MESSAGE_BYTES))
         self.send_timeout = send_timeout if send_timeout is not None else 30.0
         self.admin = TopicAdmin(settings)
@@ -218,7 +221,7 @@ class Sender:
         except BufferError:
             self._produce_waiting(topic, body, key, headers, on_delivery)
         except KafkaException as exc:
-            raise SendError(topic, str(exc), exc.args[0] if exc.args else None) from exc
+            raise produce_error(topic, exc, self.principal) from exc
         return id_bytes.decode()
 
     def _produce_prepared(self, msg: Message, on_delivery: Callable[[KafkaError | None, Any], None] | None) -> str:
@@ -255,7 +258,7 @@ class Sender:
         except BufferError:
             self._produce_waiting(record.topic, record.value, record.key, record.headers, on_delivery, partition)
         except KafkaException as exc:
-            raise SendError(record.topic, str(exc), exc.args[0] if exc.args else None) from exc
+            raise produce_error(record.topic, exc, self.principal) from exc
 
     def _produce_waiting(self, topic: str, value: bytes | None, key: bytes | None,
                          headers: Sequence[tuple[str, bytes | None]],
@@ -269,7 +272,7 @@ class Sender:
             except BufferError:
                 continue
             except KafkaException as exc:
-                raise SendError(topic, str(exc), exc.args[0] if exc.args else None) from exc
+                raise produce_error(topic, exc, self.principal) from exc
 
     def send_sync(self, record: Record, timeout: float | None = None) -> SendResult:
         """Produce and wait for the broker's ack (at most ``timeout`` s, default the send timeout).
@@ -293,12 +296,25 @@ class Sender:
             if left <= 0:
                 reason = self._unacknowledged(record, f"no acknowledgement within {timeout:g} s")
                 raise SendError(record.topic, reason, KafkaError(KafkaError._TIMED_OUT, reason, retriable=True))
-            self.poll(min(0.01, left))
+            try:
+                self.poll(min(0.01, left))
+            except KafkaException as exc:  # a fatal error of the producer (an idempotent id refused: no grant)
+                raise produce_error(record.topic, exc, self.principal) from exc
         err = outcome["err"]
         if err is not None and err.code() == KafkaError._MSG_TIMED_OUT:
             reason = self._unacknowledged(record, err.str())
             raise SendError(record.topic, reason, KafkaError(err.code(), reason, retriable=True))
-        return self.result(record, err, outcome["msg"])
+        return self.result(record, err, outcome["msg"], self.principal)
+
+    def check_access(self, timeout: float = 10.0) -> None:
+        """Ask the broker once whether it takes who this producer is (a start); one that does not answer is
+        no error here: sends wait for it as before.
+
+        Raises:
+            AuthenticationError: the broker refused the credentials, TLS failed, or it expects another
+                ``security.protocol`` (the error says which and what to set).
+        """
+        self.admin.check_access(timeout)
 
     def _unacknowledged(self, record: Record, what: str) -> str:
         """``what`` went wrong, and why when the cluster can tell (a short ISR, no leader)."""
@@ -307,15 +323,16 @@ class Sender:
         return f"{what}: {why}" if why else what
 
     @staticmethod
-    def result_error(topic: str, err: KafkaError) -> SendError:
-        """The :class:`SendError` of a failed delivery report."""
-        return SendError(topic, err.str(), err)
+    def result_error(topic: str, err: KafkaError, principal: str | None = None) -> SendError:
+        """The :class:`SendError` of a failed delivery report (a :class:`~rocketkafka.errors.SendNotAuthorizedError`
+        naming the topic and ``principal`` when no ACL allows the write)."""
+        return send_error(topic, err, principal)
 
     @staticmethod
-    def result(record: Record, err: KafkaError | None, kmsg: Any) -> SendResult:
+    def result(record: Record, err: KafkaError | None, kmsg: Any, principal: str | None = None) -> SendResult:
         """The SendResult of a delivery report, or :class:`SendError`."""
         if err is not None:
-            raise Sender.result_error(record.topic, err)
+            raise Sender.result_error(record.topic, err, principal)
         return SendResult(SendStatus.OK, record.msg_id, kmsg.offset(), kmsg.topic(), kmsg.partition())
 
     @property
@@ -339,7 +356,11 @@ class Sender:
         a producer given to the sender stays its owner's.
         """
         if not self._closed:
-            remaining = self.kafka.flush(timeout)
+            try:
+                remaining = self.kafka.flush(timeout)
+            except KafkaException as exc:  # a producer failed for good (fatal): nothing more to deliver
+                log.warning("producer closed after a fatal error: %s", produce_error("", exc, self.principal))
+                remaining = 0
             if remaining:
                 log.warning("producer closed with %d messages undelivered", remaining)
             self._closed = True
@@ -349,6 +370,15 @@ class Sender:
                 self._kafka = None
                 self._produce = _closed_produce
                 self.poll = _nothing_to_poll
+
+
+def produce_error(topic: str, exc: KafkaException, principal: str | None) -> SendError:
+    """The :class:`SendError` of a produce or poll that raised: a refusal named (no ACL allows the write, or the
+    idempotent producer's id), else librdkafka's words."""
+    error = exc.args[0] if exc.args else None
+    if isinstance(error, KafkaError) and error.code() in RESOURCE_OF:
+        return send_error(topic, error, principal)
+    return SendError(topic, str(exc), error)
 
 
 def _closed_produce(*_args: Any, **_kwargs: Any) -> None:

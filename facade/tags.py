@@ -43,6 +43,7 @@ class TagFilter:
 
     @property
     def matches_all(self) -> bool:
+        """True when the expression selects every message (``"*"``): no per-record work."""
         return self.tags is None
 
     def matches(self, tag: str | None) -> bool:

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from rocketkafka.errors import TopicNotFoundError
+from rocketkafka.errors import AuthenticationError, TopicNotFoundError
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 LOOKUP_TIMEOUT_S = 2.0
 #: Seconds between look-ups while the broker does not answer.
 RETRY_S = 0.5
+#: Seconds a refusal of who we are is told at once before the broker is asked again (a password or a
+#: certificate being rotated mends it without a restart; asking on every send would storm the broker).
+REFUSED_RECHECK_S = 5.0
 
 
 class TopicListing:
@@ -40,6 +43,8 @@ class TopicListing:
         self._listed_at = 0.0  # monotonic time of the last answer
         self._failing_since: float | None = None  # the broker did not answer the last look-up
         self._asked: set[str] = set()  # topics waiting for a listing newer than the question
+        self._refused: AuthenticationError | None = None  # the broker refused who we are (told for a while)
+        self._refused_at = 0.0  # monotonic time of that refusal
         self._thread: threading.Thread | None = None
         self._closed = False
 
@@ -49,19 +54,28 @@ class TopicListing:
 
         Raises:
             TopicNotFoundError: the broker answered and does not list ``topic``.
+            AuthenticationError: the broker refused who this client is (credentials, TLS, protocol); told
+                at once for :data:`REFUSED_RECHECK_S` s, then the broker is asked again.
         """
         asked_at = time.monotonic()
         with self._cond:
+            if self._refused is not None:
+                if asked_at - self._refused_at < REFUSED_RECHECK_S:
+                    raise self._refused
+                self._refused = None  # long enough ago: ask again
             if self._failing_since is not None:
                 self._ask(topic)
                 return None
             self._ask(topic)
             deadline = asked_at + wait_s
-            while self._listed_at < asked_at and self._failing_since is None and not self._closed:
+            while self._listed_at < asked_at and self._failing_since is None and self._refused is None \
+                    and not self._closed:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return None
                 self._cond.wait(left)
+            if self._refused is not None:
+                raise self._refused
             if self._listed is None or self._listed_at < asked_at:
                 return None
             count = self._listed.get(topic)
@@ -101,6 +115,12 @@ class TopicListing:
             started = time.monotonic()
             try:
                 listed = self._list_topics(LOOKUP_TIMEOUT_S)
+            except AuthenticationError as exc:  # told to every caller for a while (see REFUSED_RECHECK_S)
+                with self._cond:
+                    self._refused, self._refused_at, self._thread = exc, time.monotonic(), None
+                    self._asked.clear()
+                    self._cond.notify_all()
+                return
             except Exception as exc:  # no broker answered: callers stop waiting; we keep asking
                 with self._cond:
                     if self._failing_since is None:

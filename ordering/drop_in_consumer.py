@@ -24,7 +24,7 @@ Inside a subscription, ``assign(partitions)`` (e.g. from ``on_assign``) sets sta
 owned partitions, and ``unassign()`` / ``incremental_unassign()`` inside ``on_revoke`` /
 ``on_lost`` are accepted (the engine unassigns itself); elsewhere they raise
 ``KafkaException(_STATE)``: ownership is the lock table's. ``memberid()`` is this member's name
-in the Redis membership. The README's "Differences" lists the rest.
+in the Redis membership. docs/guides/from-confluent-kafka.md ("What differs") lists the rest.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, Message, TopicPartition
@@ -40,16 +40,18 @@ from confluent_kafka import Consumer as _KafkaConsumer
 from pydantic import ValidationError
 
 from rocketkafka.config import Settings
-from rocketkafka.errors import ConfigError, InvalidTopicNameError, RedisAuthError, TopicNotFoundError
-from rocketkafka.headers import tags_of
+from rocketkafka.errors import (AuthenticationError, AuthorizationError, ConfigError, InvalidTopicNameError,
+                                MalformedRecordError, RedisAuthError, TopicNotFoundError)
+from rocketkafka.logs import SampledWarning, record_fields
+from rocketkafka.message_selector import MessageSelector
 from rocketkafka.names import check_group_name, check_topic_name
 from rocketkafka.ordering.background_join import BackgroundJoin
-from rocketkafka.ordering.commit_args import check_message_or_offsets, position_of
+from rocketkafka.ordering.commit_args import check_message_or_offsets, position_of, require_owned
 from rocketkafka.ordering.commits import commit_offsets
 from rocketkafka.ordering.drop_in_step import DropInStep, Native, RebalanceCallback
 from rocketkafka.ordering.engine import OwnershipEngine
 from rocketkafka.ordering.options import ConsumerOptions
-from rocketkafka.tags import TagFilter
+from rocketkafka.ordering.selecting import RecordFilter, record_filter
 from rocketkafka.topic_partition import TP
 from rocketkafka.validation import validation_summary
 
@@ -59,7 +61,7 @@ WAIT_SLICE_S = 0.1
 #: in the background (s): long enough for a reachable cluster, short enough not to stall on an outage.
 SUBSCRIBE_WAIT_S = 2.0
 #: Join failures ``subscribe`` raises when the first attempt meets them: no retry can mend them.
-HOPELESS = (TopicNotFoundError, InvalidTopicNameError, RedisAuthError, ConfigError)
+HOPELESS = (TopicNotFoundError, InvalidTopicNameError, RedisAuthError, ConfigError, AuthenticationError, AuthorizationError)
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +119,8 @@ class Consumer(_KafkaConsumer):
         # (the engine), an assignment as librdkafka would (commit_due below)
         super().__init__({**client_config, "enable.auto.commit": False, "on_commit": self._on_commit})
         self._closed = False
-        self._filters: dict[str, TagFilter] = {}
+        self._selects: RecordFilter | None = None  # the tag expression's test; None: every record
+        self._unmatchable_warning = SampledWarning(log)  # records skipped for a garbled tag
         self._engine: OwnershipEngine | None = None
         self._stored: dict[TP, int] = {}  # store_offsets() with enable.auto.offset.store=false
         self._next_auto_commit = time.monotonic() + self._commit_every
@@ -145,6 +148,7 @@ class Consumer(_KafkaConsumer):
             TypeError: ``topics`` is not a list of names, or a callback is not callable.
             TopicNotFoundError: a literal topic does not exist (a KafkaException, UNKNOWN_TOPIC_OR_PART).
             RedisAuthError: a Redis node refused the credentials.
+            AuthenticationError, AuthorizationError: a secured cluster refused who it is, or a grant (named).
             InvalidTopicNameError: a literal name breaks a Kafka topic name rule (the error names it).
             RuntimeError: the consumer is closed.
         """
@@ -164,12 +168,12 @@ class Consumer(_KafkaConsumer):
                                                     f"bad topic pattern {topic!r}: {exc}")) from exc
             else:
                 check_topic_name(topic)
-        tag_filter = TagFilter.parse(tags)
+        selects = record_filter(MessageSelector.by_tag(tags), self._unmatchable_tag)
         if self._engine is not None or self._join is not None:
             self.unsubscribe()  # as confluent-kafka: a new subscription replaces the old one
         if self.assignment():
             super().unassign()
-        self._filters = {} if tag_filter.matches_all else {"*": tag_filter}
+        self._selects = selects
         missing = [what for what, given in (("Redis nodes (rocketkafka.redis.urls)", self.settings.redis_urls),
                                             ("bootstrap.servers", self.settings.bootstrap_servers)) if not given]
         if missing:
@@ -201,7 +205,7 @@ class Consumer(_KafkaConsumer):
         engine, self._engine = self._engine, None
         if engine is not None:
             engine.close()
-        self._filters = {}
+        self._selects = None
 
     def _joined(self, report: bool = True) -> OwnershipEngine | None:
         """The subscription's engine once the background join is done (its first partitions taken); the
@@ -236,11 +240,11 @@ class Consumer(_KafkaConsumer):
             if self._auto_commit and time.monotonic() >= self._next_auto_commit:
                 self._commit_assigned()
             return msg
-        native_poll, filters, wanted = super().poll, self._filters, self._wanted
+        native_poll, selects = super().poll, self._selects
 
         def read(wait: float) -> Message | None:
             msg = native_poll(wait)  # while joining nothing is assigned: the client serves its callbacks
-            return msg if msg is not None and (not filters or msg.error() is not None or wanted(msg)) else None
+            return msg if msg is not None and (selects is None or msg.error() is not None or selects(msg)) else None
         return self._in_slices(engine, timeout, read, None)
 
     def consume(self, num_messages: int = 1, timeout: float | None = None) -> list[Message]:
@@ -255,11 +259,11 @@ class Consumer(_KafkaConsumer):
         if isinstance(num_messages, bool) or not isinstance(num_messages, int) \
                 or not 1 <= num_messages <= 1_000_000:
             raise ValueError(f"num_messages must be between 1 and 1000000, got {num_messages!r}")
-        native_consume, filters, wanted = super().consume, self._filters, self._wanted
+        native_consume, selects = super().consume, self._selects
 
         def read(wait: float) -> list[Message]:
             records = native_consume(num_messages, wait)
-            return [m for m in records if m.error() is not None or wanted(m)] if records and filters else records
+            return [m for m in records if m.error() is not None or selects(m)] if records and selects else records
         return self._in_slices(engine, timeout, read, [])
 
     def _in_slices(self, engine: OwnershipEngine | None, timeout: float | None, read: Callable[[float], Any],
@@ -281,8 +285,11 @@ class Consumer(_KafkaConsumer):
             if deadline is not None and time.monotonic() >= deadline:
                 return nothing
 
-    def _wanted(self, msg: Message) -> bool:
-        return self._filters["*"].matches(tags_of(msg))
+    def _unmatchable_tag(self, record: Message, error: MalformedRecordError) -> None:
+        """A tag that is not UTF-8 matches no expression: skipped as another tag's, and logged (no dead-letter
+        topic here: records are the application's, as in confluent-kafka); a stream of them: one warning a minute."""
+        self._unmatchable_warning("consumer of group %s skips a record whose tag no expression can match: %s",
+                                  self._group, error, extra=record_fields(record))
 
     # -- assignment --------------------------------------------------------------------------
     def assign(self, partitions: list[TopicPartition]) -> None:
@@ -291,7 +298,7 @@ class Consumer(_KafkaConsumer):
             self._ever_assigned = True
             return super().assign(partitions)
         owned = set(self._engine.owned())
-        self._require_owned(partitions, owned, "assign")
+        require_owned(partitions, owned, "assign")
         positioned = [tp for tp in partitions if tp.offset != OFFSET_INVALID]
         if positioned:
             super().incremental_unassign([TopicPartition(tp.topic, tp.partition) for tp in positioned])
@@ -327,15 +334,17 @@ class Consumer(_KafkaConsumer):
             asynchronous: bool = True) -> list[TopicPartition] | None:
         """As confluent-kafka's: ``message``'s offset + 1, explicit ``offsets``, or the stored offsets.
 
+        As there, only the ``message``'s position is read: one another client consumed is taken too.
         ``asynchronous=False`` waits and returns the committed partitions (each with its error).
         While subscribed, only partitions whose lock this member holds may be committed.
 
         Raises:
+            TypeError: not a confluent-kafka message or offsets list (the words say what to pass).
             KafkaException: a partition is not owned by this member (``_STATE``), nothing to commit
                 (``_NO_OFFSET``), or the broker refused.
         """
         self._check_open()
-        check_message_or_offsets(message, offsets)
+        check_message_or_offsets(message, offsets, "commit")
         kwargs: dict[str, Any] = {"asynchronous": asynchronous}
         if message is not None:
             kwargs["message"] = message
@@ -344,20 +353,18 @@ class Consumer(_KafkaConsumer):
         if self._engine is not None:
             owned = set(self._engine.owned())
             if message is not None:
-                topic, partition, _ = position_of(message)
-                self._require_owned([TopicPartition(topic, partition)], owned, "commit")
+                topic, partition, _ = position_of(message, "commit")
+                require_owned([TopicPartition(topic, partition)], owned, "commit")
             elif offsets is not None:
-                self._require_owned(offsets, owned, "commit")
+                require_owned(offsets, owned, "commit")
             elif not self._auto_store:
                 kwargs["offsets"] = [TopicPartition(*tp, off) for tp, off in self._stored.items() if tp in owned]
         return super().commit(**kwargs)
 
     def store_offsets(self, message: Message | None = None, offsets: list[TopicPartition] | None = None) -> None:
-        """As confluent-kafka's; what is stored is what auto commit and ``commit()`` commit."""
+        """As confluent-kafka's; what is stored is what auto commit and ``commit()`` commit (raises as those)."""
         self._check_open()
-        if message is None and offsets is None:
-            raise ValueError("expected either message or offsets")  # confluent-kafka's words
-        check_message_or_offsets(message, offsets)
+        check_message_or_offsets(message, offsets, "store_offsets", required=True)
         if message is not None:
             super().store_offsets(message=message)
             topic, partition, offset = message.topic(), message.partition(), message.offset()
@@ -431,13 +438,6 @@ class Consumer(_KafkaConsumer):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def _require_owned(self, partitions: Sequence[TopicPartition], owned: set[TP], what: str) -> None:
-        foreign = [tp for tp in partitions if (tp.topic, tp.partition) not in owned]
-        if foreign:
-            raise KafkaException(KafkaError(KafkaError._STATE,
-                                            f"{what}: {foreign[0].topic}[{foreign[0].partition}] is "
-                                            "not owned by this member (its lock is elsewhere)"))
 
     def _check_open(self) -> None:
         if self._closed:

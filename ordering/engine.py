@@ -36,8 +36,10 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from rocketkafka.admin import TopicAdmin
 from rocketkafka.config import Settings
-from rocketkafka.errors import BrokerUnavailableError, StateError
+from rocketkafka.errors import AuthorizationError, BrokerUnavailableError, StateError
+from rocketkafka.refusals import REFUSALS
 from rocketkafka.ordering import holdings
+from rocketkafka.ordering.access import check_start_access, commit_failed, fetch_error
 from rocketkafka.ordering.allocation import AllocationStrategy, Member, strategy_named
 from rocketkafka.ordering.clients import OwnClients
 from rocketkafka.ordering.commits import commit_offsets, due_offsets, forget
@@ -121,6 +123,7 @@ class OwnershipEngine:
         self.commits = 0  # commit requests sent
         self._clients: OwnClients | None = None  # None: the caller's client (given_kafka), never replaced
         self.on_assigned: Callable[[list[TP]], None] | None = None  # poll thread, after claims were created
+        self._fetch_error = partial(fetch_error, self.name, self._offsets_group, settings.kafka)
 
     # -- lifecycle -----------------------------------------------------------------------
     @property
@@ -161,6 +164,8 @@ class OwnershipEngine:
             self.step.provision(self.admin)
             for topic in self.step.topics():
                 self.admin.partitions(topic)  # TopicNotFoundError before anything fetches
+            covered = [tp[0] for t in self.step.topics() for tp in self.step.partitions_of((t, 0))]
+            check_start_access(self.admin, covered, self._offsets_group, self.settings, self._locks)  # secured only
             if self._given_kafka is None:
                 self._clients = self._own_clients()
                 self._kafka = self._clients.new()
@@ -299,7 +304,7 @@ class OwnershipEngine:
     def fetch(self, timeout: float) -> int:
         """Fetch what is ready (else wait up to ``timeout`` s for the first) and hand it to the claims."""
         records = fetch_records(self.kafka, self.options.pull_batch_size, timeout)
-        route(records, self._by_tp, self._ambiguous, self._throttle, self.name)
+        route(records, self._by_tp, self._ambiguous, self._throttle, self._fetch_error)
         return len(records)
 
     def _throttle(self, owned: OwnedLock) -> None:
@@ -309,8 +314,8 @@ class OwnershipEngine:
                  o.pull_threshold_total)
 
     def health(self) -> Health:
-        """State, a dead poll thread's failure, and how many partitions are owned; never raises."""
-        return Health(self.lifecycle.state, self.lifecycle.error, len(self.owned()))
+        """State, a dead poll thread's failure, how many partitions are owned, standing refusals; never raises."""
+        return Health(self.lifecycle.state, self.lifecycle.error, len(self.owned()), REFUSALS.standing())
 
     # -- ownership ---------------------------------------------------------------------
     def owned(self) -> list[TP]:
@@ -362,10 +367,13 @@ class OwnershipEngine:
     def _rebalance(self) -> None:
         try:
             target = self._target()
-        except BrokerUnavailableError as exc:
-            # a broker restarting or a cluster without a leader for a while: keep what is held (the locks
-            # are in Redis), fetch as librdkafka can, and look again soon
-            log.warning("%s: rebalance put off, no topic metadata: %s", self.name, exc)
+        except (BrokerUnavailableError, AuthorizationError) as exc:
+            # a broker restarting or a cluster without a leader for a while (or a DESCRIBE grant gone): keep what
+            # is held (the locks are in Redis), fetch as librdkafka can, and look again soon
+            if isinstance(exc, AuthorizationError):
+                REFUSALS.note(exc, f"{self.name}: rebalance")
+            else:
+                log.warning("%s: rebalance put off, no topic metadata: %s", self.name, exc)
             self._due["rebalance"] = time.monotonic() + 1.0
             return
         for lock in [lock for lock in self._owned if lock not in target]:
@@ -376,10 +384,11 @@ class OwnershipEngine:
         self._pending = set()
         if not wanted:
             return
-        if self._locks is None:
-            won: dict[TP, int | None] = {tp: None for tp in wanted}
-        else:
-            won = {tp: held.fencing_token for tp, held in self._locks.lock_batch(wanted).items()}
+        won = holdings.lock(self, wanted)
+        if won is None:  # Redis refused our user the lock table's keys: ask again soon
+            self._due["rebalance"] = time.monotonic() + 1.0
+            self._pending = wanted
+            return
         if won:
             try:
                 holdings.take(self, won)
@@ -427,7 +436,7 @@ class OwnershipEngine:
         else:
             reason = refused[0].error if refused else None
         if refused:
-            log.warning("%s: commit of %d partition(s) failed (%s); retrying", self.name, len(refused), reason)
+            commit_failed(reason, refused, self._offsets_group, self.settings.kafka, self.name)
             forget(owned, refused)
         return not refused
 
@@ -435,6 +444,5 @@ class OwnershipEngine:
         """Commit results (served on the poll thread): a failed commit is sent again at the next interval."""
         failed = [tp for tp in partitions if err is not None or tp.error is not None]
         if failed:
-            log.warning("%s: commit of %d partition(s) failed (%s); retrying", self.name, len(failed),
-                        err or failed[0].error)
+            commit_failed(err or failed[0].error, failed, self._offsets_group, self.settings.kafka, self.name)
             forget([*self._owned.values(), *self._leaving.values()], failed)

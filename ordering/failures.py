@@ -4,7 +4,9 @@
 :class:`RetryInPlace` (orderly) retries where the message is, :class:`Drop` (broadcasting)
 logs it. Every copy is written through :class:`WriteUntilDurable`: a failed message's copy
 must exist before its offset may commit. A record whose system headers are garbled or
-forged goes to the dead-letter topic as it is (:func:`malformed`).
+forged goes to the dead-letter topic as it is (``dead_letter_raw``): the listener loop sends
+it there before any listener sees it, and :func:`malformed` keeps a retry or dead-letter
+write from reading a forged count on any other way in.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from rocketkafka.errors import MalformedRecordError
+from rocketkafka.errors import AuthorizationError, ConfigError, MalformedRecordError
 from rocketkafka.logs import message_fields, record_fields
 from rocketkafka.message import MessageExt
+from rocketkafka.refusals import REFUSALS
 from rocketkafka.retry import Reconsumer
 
 log = logging.getLogger(__name__)
@@ -52,7 +55,11 @@ class WriteUntilDurable:
             except Exception as exc:
                 if self._stopping():
                     raise
-                log.warning("could not write a retry/dead-letter copy (%s); retrying in %.1f s", exc, delay)
+                # a missing grant (or a topic this principal may neither see nor create): once a minute, not every try
+                if isinstance(exc, (AuthorizationError, ConfigError)):
+                    REFUSALS.note(exc, "writing a retry/dead-letter copy")
+                else:
+                    log.warning("could not write a retry/dead-letter copy (%s); retrying in %.1f s", exc, delay)
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
@@ -67,21 +74,6 @@ def malformed(msg: MessageExt) -> MalformedRecordError | None:
         msg.decode()
     except MalformedRecordError as exc:
         return exc
-    return None
-
-
-def malformed_cause(error: BaseException, record: Any) -> MalformedRecordError | None:
-    """The :class:`MalformedRecordError` about ``record`` that ``error`` is or was raised from (a listener
-    may wrap it: ``raise ValueError(...) from exc``), else ``None``."""
-    seen: set[int] = set()
-    cause: BaseException | None = error
-    while cause is not None and id(cause) not in seen:
-        if isinstance(cause, MalformedRecordError) and record is not None \
-                and (cause.offset, cause.partition, cause.topic) == (record.offset(), record.partition(),
-                                                                     record.topic()):
-            return cause
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
     return None
 
 

@@ -22,11 +22,13 @@ from typing import Protocol
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from rocketkafka.errors import RedisPermissionError
 from rocketkafka.ordering.locks import LockTable
 from rocketkafka.ordering.metrics import ConsumerMetrics
 from rocketkafka.ordering.owned import OwnedLock, shared_numbers
 from rocketkafka.ordering.resets import OffsetResets, commit_reset
 from rocketkafka.ordering.step import ClaimContext, Step
+from rocketkafka.refusals import REFUSALS
 from rocketkafka.topic_partition import TP
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,19 @@ class Holder(Protocol):
     def commit(self, owned: Iterable[OwnedLock], asynchronous: bool) -> bool: ...
 
     def _commit_soon(self) -> None: ...
+
+
+def lock(engine: Holder, wanted: set[TP]) -> dict[TP, int | None] | None:
+    """Lock ``wanted`` (all of them, without a lock table): the fencing token of each won; ``None`` when Redis
+    refused our user the lock table's keys (NOPERM: told once a minute and in the health, not raised -- the poll
+    thread waits for the grant, as for Kafka's)."""
+    if engine._locks is None:
+        return {tp: None for tp in wanted}
+    try:
+        return {tp: held.fencing_token for tp, held in engine._locks.lock_batch(wanted).items()}
+    except RedisPermissionError as exc:
+        REFUSALS.note(exc, f"{engine.name}: locking")
+        return None
 
 
 def take(engine: Holder, won: dict[TP, int | None]) -> None:

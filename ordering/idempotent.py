@@ -52,6 +52,7 @@ from redis.exceptions import RedisError
 from redis.retry import Retry
 
 from rocketkafka.errors import ConfigError
+from rocketkafka.logs import redact_url
 from rocketkafka.message import ConsumeOrderlyStatus, ConsumeStatus, MessageExt, Suspend
 from rocketkafka.ordering.locks import quorum
 
@@ -115,7 +116,7 @@ class _Node:
         except ValueError as exc:
             # ConfigError hides the password; the cause would not
             raise ConfigError(f"bad Redis URL {url!r}: {exc}") from None
-        self.url = url
+        self.url = redact_url(url)  # for logs: never the password
         self.begin = self.client.register_script(_BEGIN)
         self.abort = self.client.register_script(_ABORT)
         self.skip_until = 0.0
@@ -216,6 +217,7 @@ class IdempotentConsumer:
         return MarkState.BUSY if any(v for v in values) else None
 
     def close(self) -> None:
+        """Close its Redis connections (the marks stay until they expire)."""
         for node in self._nodes:
             node.client.close()
 

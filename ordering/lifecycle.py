@@ -37,11 +37,14 @@ class State(enum.Enum):
 
 @dataclass(frozen=True)
 class Health:
-    """A snapshot for probes and dashboards: the state, the failure if any, and what is owned."""
+    """A snapshot for probes and dashboards: the state, the failure if any, what is owned, and the refusals
+    the process is waiting out (``refused``: a write or read no ACL allows any more, retried where it is;
+    :data:`rocketkafka.refusals.REFUSALS`)."""
 
     state: State
     error: BaseException | None
     partitions: int
+    refused: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:

@@ -28,21 +28,28 @@ Anything else (``"garbage"``, ``True``, an orderly status from a concurrent list
 a coroutine) is a bug in the listener: it is logged as an error once per kind and
 counts as a failure, so the message is retried and, in the end, dead-lettered -- never
 silently committed. After ``max_reconsume_times`` failures a message goes to the
-dead-letter topic and its partition (or key) moves on. A malformed record is
-dead-lettered at once.
+dead-letter topic and its partition (or key) moves on.
+
+A record whose system headers cannot be read (:func:`~rocketkafka.headers.unreadable_header`:
+an ``rk.*`` value that is not UTF-8, a reconsume count or born time that is not a
+non-negative integer) never reaches a listener, in any mode: it is dead-lettered before
+the listener would have seen it (broadcasting: logged and dropped), with the header named
+in the reason, and the partition moves on. So no field of a message a listener gets
+raises: a foreign producer's garbage is the consumer's to route, not user code's to catch.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from rocketkafka.errors import MalformedRecordError
+from rocketkafka.headers import unreadable_header
 from rocketkafka.logs import message_fields
 from rocketkafka.message import ConsumeOrderlyStatus, ConsumeStatus, MessageExt, Suspend
-from rocketkafka.ordering.failures import FailurePolicy, malformed, malformed_cause
+from rocketkafka.ordering.failures import FailurePolicy, malformed
 from rocketkafka.ordering.futures import all_of, is_future
 from rocketkafka.ordering.lanes import LOCK_RECHECK_MS, Outcome, Run
 from rocketkafka.ordering.message_batch import BatchFailure, MessageBatch
@@ -56,18 +63,6 @@ BatchListener = Callable[["MessageBatch"], Any]
 
 _CONSUME_SUCCESS, _SUCCESS = ConsumeStatus.CONSUME_SUCCESS, ConsumeOrderlyStatus.SUCCESS
 _new_message = object.__new__
-
-
-def _failure_at_garbled(error: BaseException, records: Sequence[Any]) -> Any:
-    """A batch listener's exception as :class:`BatchFailure` at the record whose garbled header caused it
-    (the records before it were handled), or the exception itself when no record's header did."""
-    for i, record in enumerate(records):
-        if malformed_cause(error, record) is not None:
-            failure = BatchFailure(i, "a garbled system header")
-            # _answer finds the MalformedRecordError through it and dead-letters at once
-            failure.__cause__ = error
-            return failure
-    return error
 
 
 class ListenerHandler:
@@ -139,6 +134,14 @@ class ListenerHandler:
                 if not run.still_ours():
                     return i, futures, LOCK_RECHECK_MS
                 valid_until = run.valid_until
+            if record.headers():  # decoded before the listener (no field of msg may raise there), and only once
+                try:
+                    msg.decode()
+                except MalformedRecordError as garbled:
+                    self.policy.dead_letter_raw(record, garbled)
+                    if exact and futures is None:
+                        run.done = i + 1
+                    continue
             if retried and self._given_up(run, msg):
                 continue
             try:
@@ -195,8 +198,17 @@ class ListenerHandler:
             chosen: list[Any] = []
             j = i
             while j < n and len(chosen) < sub.batch_size:
-                if selects is None or selects(records[j]):
-                    chosen.append(records[j])
+                record = records[j]
+                garbled = unreadable_header(record)
+                if garbled is not None and chosen:
+                    # the batch ends before it: dead-lettered once it leads, so an in-place retry of
+                    # the batch before it never dead-letters it twice
+                    break
+                if selects is None or selects(record):  # a tag test dead-letters a garbled tag itself
+                    if garbled is None:
+                        chosen.append(record)
+                    else:  # never in a batch: no message a batch listener gets raises on a field
+                        self.policy.dead_letter_raw(record, garbled)
                 j += 1
             if not chosen:
                 i = j
@@ -208,8 +220,6 @@ class ListenerHandler:
             if status is None or status is _CONSUME_SUCCESS or status is _SUCCESS:
                 i = j
                 continue
-            if isinstance(status, BaseException) and not isinstance(status, BatchFailure):
-                status = _failure_at_garbled(status, chosen)
             if isinstance(status, BatchFailure) and 0 <= status.index < len(chosen):
                 failed, after = chosen[status.index], records.index(chosen[status.index])
                 pause = self._answer(run, MessageExt.of(failed, topic), status)
@@ -235,9 +245,6 @@ class ListenerHandler:
     # -- answers -----------------------------------------------------------------------------
     def _answer(self, run: Run, msg: MessageExt, status: Any) -> Any:
         """Act on a listener's answer other than success: ``None`` (go on), ``_FUTURE``, or a pause (ms)."""
-        if isinstance(status, BaseException) and (garbled := malformed_cause(status, msg.record)) is not None:
-            self.policy.dead_letter_raw(msg.record, garbled)  # at once: no retry can mend a garbled header
-            return None
         if self.orderly and is_future(status):
             return _FUTURE
         if is_future(status):  # a concurrent listener's future: wait for it here

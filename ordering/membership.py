@@ -19,8 +19,10 @@ from typing import Any, cast
 
 import redis
 
-from rocketkafka.errors import RedisAuthError, RedisUnavailableError, StateError
+from rocketkafka.errors import (AuthenticationError, AuthorizationError, RedisAuthError, RedisUnavailableError,
+                                StateError)
 from rocketkafka.logs import redact_url
+from rocketkafka.refusals import REFUSALS, redis_refusal
 from rocketkafka.names import RedisKeys
 from rocketkafka.ordering.allocation import Member
 
@@ -86,6 +88,7 @@ class Membership:
         self._clients = [redis.Redis.from_url(u, socket_timeout=0.5, socket_connect_timeout=0.5)
                          for u in redis_urls]
         self._names = [redact_url(u) for u in redis_urls]  # for errors and logs: never the password
+        self._pattern = f"{keys.prefix}:{{{group}}}:*"  # the key pattern an ACL user needs for the group
         self._scripts = [c.register_script(_HEARTBEAT) for c in self._clients]
         self._keys = (keys.members(group), keys.member_info(group))
         self._channel = keys.membership_channel(group)
@@ -140,14 +143,14 @@ class Membership:
                    for s in self._scripts]
         live: dict[str, Member] = {}
         problems: dict[str, str] = {}
-        refused = False
+        errors: dict[str, BaseException] = {}
         for name, future in zip(self._names, futures):
             try:
                 flat = future.result()
             except (redis.RedisError, OSError) as exc:
                 log.debug("heartbeat to Redis node %s failed: %s", name, exc)
                 problems[name] = redact_url(f"{type(exc).__name__}: {exc}")
-                refused = refused or is_auth_error(exc)
+                errors[name] = exc
                 continue
             for i in range(0, len(flat), 2):
                 mid = flat[i].decode()
@@ -155,8 +158,11 @@ class Membership:
                 live[mid] = Member(mid, room)
         self.problems = problems
         if len(problems) == len(futures):
-            raise (RedisAuthError if refused
-                   else RedisUnavailableError)(problems, f"membership heartbeat of group {self.group!r}")
+            action = f"membership heartbeat of group {self.group!r}"
+            refused = redis_refusal(errors, action, "EVALSHA", list(self._keys), self._pattern, self._names[0])
+            if refused is None and any(is_auth_error(exc) for exc in errors.values()):
+                refused = RedisAuthError(problems, action)
+            raise refused or RedisUnavailableError(problems, action)
         return sorted(live.values())
 
     def refresh(self, known: list[Member]) -> list[Member] | None:
@@ -166,6 +172,9 @@ class Membership:
             members = self.heartbeat()
         except StateError:
             return None  # shutting down: we left the group
+        except (AuthorizationError, AuthenticationError) as exc:  # said once a minute, not every heartbeat
+            REFUSALS.note(exc, f"member {self.member.id} of group {self.group}")
+            return None
         except Exception as exc:
             log.warning("membership heartbeat failed: %s", exc)
             return None
@@ -242,7 +251,7 @@ def read_members(redis_urls: list[str], group: str, keys: RedisKeys) -> list[Mem
             beats = client.zrange(keys.members(group), 0, -1, withscores=True)
             infos = client.hgetall(keys.member_info(group))
         except redis.RedisError as exc:
-            log.debug("reading members from %s failed: %s", url, exc)
+            log.debug("reading members from %s failed: %s", redact_url(url), exc)
             continue
         finally:
             client.close()

@@ -127,7 +127,8 @@ class ConsumerOptions(OwnershipOptions):
             into the body like ``$.order.id`` (see :mod:`rocketkafka.ordering.order_keys`).
         suspend_current_queue_time_ms: orderly: pause after a failure before the same message runs again.
         max_continuous_consume_ms: a worker yields a partition (or key) after this long, so others get turns.
-        metrics: collect Prometheus series (``consumer.metrics``); ``metrics_port`` also serves them.
+        metrics: collect Prometheus series (``consumer.metrics``).
+        metrics_port: collect them and serve them on ``/metrics`` at this port (``0``: a free one).
     """
 
     message_model: MessageModel = MessageModel.CLUSTERING

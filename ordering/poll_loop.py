@@ -13,8 +13,6 @@ import threading
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Protocol
 
-from confluent_kafka import KafkaError, KafkaException
-
 from rocketkafka.ordering.lifecycle import Lifecycle
 from rocketkafka.ordering.locks import LockTable
 from rocketkafka.ordering.membership import Membership
@@ -141,18 +139,19 @@ def fetch_records(kafka: Any, batch_size: int, timeout: float) -> list[Any]:
 
 
 def route(records: list[Any], by_tp: Mapping[TP, OwnedLock], ambiguous: set[int],
-          throttle: Callable[[OwnedLock], None], name: str) -> None:
+          throttle: Callable[[OwnedLock], None], on_error: Callable[[Any], None]) -> None:
     """Hand runs of one partition to their claim (fetches come in per-partition runs: few lookups).
 
     A run is told by the partition number alone, unless two covered topics share that number
     (``ambiguous``: then the topic is compared too): one call per record less on the hot path.
-    ``throttle`` gets each claim right after it took records.
+    ``throttle`` gets each claim right after it took records; ``on_error`` each error event
+    (:func:`~rocketkafka.ordering.access.fetch_error`).
     """
     start, n = 0, len(records)
     while start < n:
         first = records[start]
         if first.error() is not None:
-            _fetch_error(first, name)
+            on_error(first)
             start += 1
             continue
         topic, partition = first.topic(), first.partition()
@@ -171,12 +170,3 @@ def route(records: list[Any], by_tp: Mapping[TP, OwnedLock], ambiguous: set[int]
             throttle(owned)
         start = end
 
-
-def _fetch_error(record: Any, name: str) -> None:
-    """The end of a partition is no error; a fatal error ends the loop; anything else is logged."""
-    error = record.error()
-    if error.code() == KafkaError._PARTITION_EOF:
-        return
-    if error.fatal():
-        raise KafkaException(error)
-    log.warning("%s: fetch error on %s[%s]: %s", name, record.topic(), record.partition(), error)

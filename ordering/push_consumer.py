@@ -1,10 +1,9 @@
 """The push consumer: RocketMQ's ``DefaultMQPushConsumer`` on Kafka partitions.
 
-It is the ownership engine (:mod:`~rocketkafka.ordering.engine`: membership,
-allocation, the Redis lock table, fetching, flow control, commits) running the
-consume step (:mod:`~rocketkafka.ordering.batch_step`) with the listener handler
-(:mod:`~rocketkafka.ordering.listening`) on a worker pool
-(:mod:`~rocketkafka.ordering.scheduler`). The mode is how records are sharded:
+It is the ownership engine (:mod:`~rocketkafka.ordering.engine`: membership, allocation, the Redis lock table,
+fetching, flow control, commits) running the consume step (:mod:`~rocketkafka.ordering.batch_step`) with the
+listener handler (:mod:`~rocketkafka.ordering.listening`) on a worker pool (:mod:`~rocketkafka.ordering.scheduler`).
+The mode is how records are sharded:
 
 - concurrent (``orderly=False``): batches of a partition run in parallel; a failed
   message goes to the group's retry topic (after RocketMQ's back-off through the delay
@@ -14,9 +13,8 @@ consume step (:mod:`~rocketkafka.ordering.batch_step`) with the listener handler
 - key-ordered (``orderly=True, order_key="key"`` or a JSON path): one handler per order
   key at a time, keys of a partition in parallel (DDMQ).
 
-In CLUSTERING mode a partition is handled only while this member holds its lock; a
-partition leaving is drained, committed, then unlocked, so a graceful change re-delivers
-nothing.
+In CLUSTERING mode a partition is handled only while this member holds its lock; a partition leaving is
+drained, committed, then unlocked, so a graceful change re-delivers nothing.
 """
 
 from __future__ import annotations
@@ -50,7 +48,7 @@ from rocketkafka.ordering.options import ConsumerOptions
 from rocketkafka.ordering.order_keys import PARTITION, order_key_of
 from rocketkafka.ordering.lanes import BatchHandler
 from rocketkafka.ordering.partition import ByKey, Chunker, Serial, Unordered
-from rocketkafka.ordering.transactions import PartitionTransactions
+from rocketkafka.ordering.transactions import PartitionTransactions, transactional_id_prefix
 from rocketkafka.ordering.presence import DELAY_FORWARDER, Presence
 from rocketkafka.ordering.subscriptions import Subscription, Subscriptions
 from rocketkafka.ordering.tracing import ListenerTrace
@@ -186,10 +184,12 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
 
     @property
     def broadcasting(self) -> bool:
+        """True in BROADCASTING mode (every member gets every message)."""
         return self.options.message_model is MessageModel.BROADCASTING
 
     @property
     def instance_name(self) -> str:
+        """This member's id in its group (``host@pid@random`` unless set)."""
         return self.options.instance_name
 
     @property
@@ -277,10 +277,12 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
         engine: OwnershipEngine | None = None
         try:
             if self.exactly_once:
-                require_exactly_once(self.settings, self._name)  # first: a refusal leaves nothing behind
+                require_exactly_once(self.settings, self._name, transactional_id_prefix=transactional_id_prefix(
+                    self.group_id), group=self.group_id)  # first: a refusal leaves nothing behind
             if self._trace:
                 self._traced()
-            self._sender = Sender(self.settings)
+            # broadcasting writes nothing: its producer asks for no producer id, which would need a WRITE grant
+            self._sender = Sender(self.settings, {"enable.idempotence": False} if self.broadcasting else None)
             self._reconsumer = Reconsumer(self._sender, self.group_id, o.max_reconsume_times,
                                           retry_router=retry_backoff(self._sender)
                                           if o.retry_backoff and not self.orderly else None,
@@ -321,8 +323,7 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
                  o.message_model.value, ", orderly" if self.orderly else "")
 
     def _traced(self) -> None:
-        """Start the tracer and wrap every listener with
-        :class:`~rocketkafka.ordering.tracing.ListenerTrace`."""
+        """Start the tracer and wrap every listener with :class:`~rocketkafka.ordering.tracing.ListenerTrace`."""
         self._tracer = Tracer(self.settings, self._name)
         wrap = ListenerTrace(self._tracer, self.group_id, self.options.instance_name)
         for sub in list(self._subscriptions.by_topic.values()):
@@ -369,8 +370,8 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
             self._transactions = PartitionTransactions(self.settings, self.group_id)
             batch_handler = listener_in_transactions(handler, self._transactions, o.suspend_current_queue_time_ms)
             chunker = Serial(o.consume_batch_size)
-        internal = {} if self.broadcasting else {self._reconsumer.retry_topic: 1,
-                                                 self._reconsumer.dlq_topic: 1}
+        internal = {} if self.broadcasting else {self._reconsumer.dlq_topic: 1} if self.orderly else {  # orderly
+            self._reconsumer.retry_topic: 1, self._reconsumer.dlq_topic: 1}  # retries in place: no retry topic
         return batch_step(batch_handler, o, self.group_id, list(self._subscriptions.by_topic),
                           self._subscriptions.retry_topic, internal, chunker, o.consume_from_where,
                           o.consume_timestamp_ms, engine=lambda: self._engine, transactions=self._transactions)

@@ -19,10 +19,16 @@ from concurrent.futures import CancelledError, Future
 from queue import Empty
 from typing import Any
 
+from rocketkafka.errors import AuthorizationError
 from rocketkafka.ordering.lanes import Handled, Lane, Post, Settled
 from rocketkafka.ordering.partition import Batch, PartitionWork
+from rocketkafka.refusals import REFUSALS
 
 log = logging.getLogger(__name__)
+
+#: The longest pause between two tries of a write no ACL allows (s): the pause doubles from the rewind pause
+#: while the refusal lasts, and the partition goes on by itself within this long once the grant is back.
+REFUSED_PAUSE_MAX_S = 5.0
 
 
 class _Settlement:
@@ -175,8 +181,12 @@ def _rewind(shard: Shard, failed: _Settlement, error: BaseException, pause_s: fl
     first = batch.records[batch.done].offset() if batch.done < len(batch.records) else batch.end
     tries, _ = work.failures.get(first, (0, ""))
     work.failures[first] = (tries + 1, f"{type(error).__name__}: {error}")
-    log.warning("delivery of %s@%d failed (%s); the partition rewinds there and retries", work.tp, first,
-                error)
+    if isinstance(error, AuthorizationError):  # waits there, said once a minute, not at every try
+        REFUSALS.note(error, f"delivery of {work.tp}@{first}")
+        pause_s = max(pause_s, min(REFUSED_PAUSE_MAX_S, pause_s * 2 ** min(tries, 8)))
+    else:
+        log.warning("delivery of %s@%d failed (%s); the partition rewinds there and retries", work.tp, first,
+                    error)
     rewound: list[Batch] = []
     for settlement in shard.unsettled:
         if settlement.batch not in rewound:

@@ -35,11 +35,13 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 
+from rocketkafka.errors import AuthorizationError
 from rocketkafka.exactly_once import writing_into
 from rocketkafka.ordering.lanes import Outcome, Run
 from rocketkafka.ordering.transactions import PartitionTransactions
+from rocketkafka.refusals import is_authorization, kafka_refusal
 from rocketkafka.topic_partition import TP
 
 log = logging.getLogger(__name__)
@@ -50,6 +52,11 @@ COMMIT_INTERVAL_S = 0.1
 COMMIT_MAX_RECORDS = 5_000
 #: Milliseconds a partition waits after a failed transaction before its records are tried again.
 RETRY_PAUSE_MS = 500
+#: Seconds a failed transaction's producer may take to report its purged records.
+PURGE_WAIT_S = 1.0
+#: Failures of a transaction a missing WRITE ACL may explain: refused adding a partition, or the abortable
+#: state that refusal left (``send_offsets_to_transaction`` then fails with ``_STATE``).
+_MAY_BE_REFUSED = frozenset({KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError._STATE})
 
 #: ``(run, producer, start) -> Outcome``: a handler's work on ``run.records[start:run.stop]``, writing
 #: through ``producer``; the outcome's ``handled`` counts from ``start``. It raises :class:`RunFailed` when
@@ -68,7 +75,7 @@ class RunFailed(Exception):
 class _Open:
     """The transaction a worker thread has open: whose, through which producer, and up to where."""
 
-    __slots__ = ("tp", "producer", "began", "records", "next_offset", "last_run", "settled")
+    __slots__ = ("tp", "producer", "began", "records", "next_offset", "last_run", "settled", "acks")
 
     def __init__(self, tp: TP, producer: Any) -> None:
         self.tp, self.producer = tp, producer
@@ -77,6 +84,7 @@ class _Open:
         self.next_offset = -1  # the offset to commit: after the last handled record
         self.last_run: Run | None = None
         self.settled: Future = Future()
+        self.acks: list[Any] = []  # the work's own delivery acks: a failed commit's refusal names its topic there
 
 
 class TransactionalHandler:
@@ -84,12 +92,16 @@ class TransactionalHandler:
 
     Parameters:
         run_in: the work itself; its ``settled`` future, if any, is only looked at after the commit (a
-            forwarder's delivery ack: the commit flushes the producer).
+            forwarder's delivery ack: the commit flushes the producer), except for a failure it already holds
+            when the work returns (a produce refused at once, which never entered the transaction): that aborts.
         transactions: the partitions' transactional producers.
+        name_refusal: ``topics -> the refusal of a WRITE on one of them, or None``: asked when a transaction
+            failed in a way a missing ACL may explain (Kafka names no topic then); ``None``: not asked.
     """
 
-    def __init__(self, run_in: RunIn, transactions: PartitionTransactions) -> None:
-        self._run_in, self._transactions = run_in, transactions
+    def __init__(self, run_in: RunIn, transactions: PartitionTransactions,
+                 name_refusal: Callable[[list[str]], AuthorizationError | None] | None = None) -> None:
+        self._run_in, self._transactions, self._name_refusal = run_in, transactions, name_refusal
         self._open = threading.local()  # .txn: the _Open of this worker thread, or None
         self._floor: dict[TP, int] = {}  # per partition: offsets below are written (see the module docstring)
         self.committed = 0  # transactions committed (metrics, tests)
@@ -127,6 +139,15 @@ class TransactionalHandler:
         except BaseException as exc:  # its writes must not commit with the others
             self._abort(txn, exc)
             raise
+        refused = _failed_so_far(outcome.settled)
+        if refused is not None:  # a write refused at once never entered the transaction: a commit would skip it
+            self._abort(txn, refused)
+            if not isinstance(refused, AuthorizationError):  # a refusal is told by the settlement, once a minute
+                log.warning("a write of %s[%d] failed at once (%s); its records are tried again in %d ms", tp[0],
+                            tp[1], refused, RETRY_PAUSE_MS)
+            return Outcome(skipped, None, RETRY_PAUSE_MS)
+        if outcome.settled is not None:
+            txn.acks.append(outcome.settled)
         if not run.still_ours():  # stalled past the lock: the next owner decides, this writes nothing
             self._abort(txn, RuntimeError(f"the lock of {tp} passed"), failed=False)
             return Outcome.not_ours(skipped)
@@ -197,18 +218,49 @@ class TransactionalHandler:
 
     def _failed(self, txn: _Open, exc: BaseException) -> None:
         """Nothing of the transaction became visible; its runs are handed again (a new producer fences and
-        re-reads the offset)."""
+        re-reads the offset).
+
+        A transaction Kafka refused for a missing ACL (``AddPartitionsToTxn``: TOPIC_AUTHORIZATION_FAILED) fails
+        its commit with no topic named, and its records with ``_PURGE_QUEUE``: ``name_refusal`` asks which of the
+        topics they were written to the principal may not write. The refusal is what the runs fail with, told
+        once a minute by the settlement, not at every try.
+        """
         self.failed += 1
         self._transactions.drop(txn.tp)
-        log.warning("a transaction of %s[%d] failed (%s); its records are tried again", txn.tp[0], txn.tp[1],
-                    exc.args[0] if exc.args else exc)
-        txn.settled.set_exception(exc)
+        error = self._refusal_of(txn, exc) or exc
+        if not isinstance(error, AuthorizationError):
+            log.warning("a transaction of %s[%d] failed (%s); its records are tried again", txn.tp[0], txn.tp[1],
+                        exc.args[0] if exc.args else exc)
+        txn.settled.set_exception(error)
+
+    def _refusal_of(self, txn: _Open, exc: BaseException) -> AuthorizationError | None:
+        """The refusal that failed ``txn``, naming its topic when ``name_refusal`` can tell, else ``None``."""
+        known = next((e for e in map(_failed_so_far, txn.acks) if isinstance(e, AuthorizationError)), None)
+        cause = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+        if known is not None or not isinstance(cause, KafkaError) or cause.code() not in _MAY_BE_REFUSED:
+            return known
+        if self._name_refusal is not None:
+            try:
+                txn.producer.flush(PURGE_WAIT_S)  # the purged records' reports say which topics it wrote
+            except Exception as flush_error:  # noqa: BLE001 - a producer in a fatal state: nothing more to learn
+                log.debug("reports of a failed transaction not served: %s", flush_error)
+            topics = set().union(*(getattr(ack, "failed_topics", ()) for ack in txn.acks)) - {"?"}
+            named = self._name_refusal(sorted(topics)) if topics else None
+            if named is not None:
+                return named
+        return kafka_refusal(cause, "a topic this transaction wrote", "WRITE") if is_authorization(cause) else None
 
     def _begin_failed(self, run: Run, exc: KafkaException) -> Outcome:
         self.failed += 1
         log.warning("a transaction of %s[%d] could not begin (%s); its records are tried again in %d ms",
                     run.work.topic, run.work.tp[1], exc.args[0] if exc.args else exc, RETRY_PAUSE_MS)
         return Outcome(0, None, RETRY_PAUSE_MS)
+
+
+def _failed_so_far(settled: Any) -> BaseException | None:
+    """A failure the work's own ack already holds (a produce refused at once), ``None`` otherwise or when unknown."""
+    failed_so_far = getattr(settled, "failed_so_far", None)
+    return failed_so_far() if failed_so_far is not None else None
 
 
 def _cancelled(run: Run) -> bool:

@@ -51,13 +51,24 @@ TRANSACTIONAL_PRODUCER_CONFIG: dict[str, Any] = {"linger.ms": 2, "transaction.ti
 FENCE_PARALLEL = 8
 
 
+def transactional_id_prefix(group: str, topics: str = "") -> str:
+    """What the transactional ids of ``group``'s partitions of topics starting with ``topics`` start with: the
+    prefix an ACL grants (``--resource-pattern-type prefixed``), and under which the exactly-once probe of
+    ``group`` names its own id (:func:`rocketkafka.exactly_once.require_exactly_once`).
+
+    >>> transactional_id_prefix("delay-forwarder", "rk.delay.")
+    'rk-eos.delay-forwarder.rk.delay.'
+    """
+    return f"rk-eos.{group}.{topics}"
+
+
 def transactional_id(group: str, tp: TP) -> str:
     """The transactional id of ``tp`` for ``group``: every owner of the partition uses the same one.
 
     >>> transactional_id("delay-forwarder", ("rk.delay.level.03", 2))
     'rk-eos.delay-forwarder.rk.delay.level.03.2'
     """
-    return f"rk-eos.{group}.{tp[0]}.{tp[1]}"
+    return f"{transactional_id_prefix(group)}{tp[0]}.{tp[1]}"
 
 
 class PartitionTransactions:

@@ -13,6 +13,14 @@ rest of a pipeline cannot tell which engine ran. The engine is chosen by the
 Batch reads through the JVM source get "latest" ending offsets pinned on the driver from
 fetched watermarks (:mod:`rocketkafka.spark.jvm_ends`), so both engines end where the log does.
 
+Credentials: the ``kafka.*`` options are confluent-kafka's settings (``kafka.security.protocol``,
+``kafka.sasl.mechanism``, ``kafka.sasl.username``, ``kafka.sasl.password``, ``kafka.ssl.ca.location``),
+given as options or taken from a :class:`~rocketkafka.config.Settings` (``settings=``: its bootstrap
+servers and ``kafka`` settings; options given win). The Python reader hands them to librdkafka;
+the JVM source gets them translated to the Java client's (``kafka.sasl.jaas.config``,
+``kafka.ssl.truststore.*``: :mod:`rocketkafka.spark.jvm_security`), while the driver-side checks
+keep using them as they are. Plans show none of the secrets (:func:`~rocketkafka.spark.session.protect_secrets`).
+
 Options are checked on the driver before anything runs: an unknown option, bad
 offsets JSON or a missing topic raise :class:`~rocketkafka.spark.errors.SourceOptionError` /
 :class:`~rocketkafka.errors.TopicNotFoundError` right at the call.
@@ -27,18 +35,22 @@ import json
 import logging
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
 
 from rocketkafka.spark.connector import coordinates
 from rocketkafka.spark.errors import EngineUnavailableError, SourceOptionError
 from rocketkafka.spark.jvm_ends import lagging_list_offsets, pinned_ending
+from rocketkafka.spark.jvm_security import jvm_source_options
 from rocketkafka.spark.kafka_io import discover, open_consumer
 from rocketkafka.spark.kafka_source import SOURCE_NAME, resolve_offsets, times_by_partition
 from rocketkafka.spark.options import SourceOptions, parse_options
-from rocketkafka.spark.session import register_source
+from rocketkafka.spark.session import protect_secrets, register_source
 from rocketkafka.topic_partition import TP
+
+if TYPE_CHECKING:
+    from rocketkafka.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -98,9 +110,21 @@ def _as_option(value: Any) -> str:
     return str(value)
 
 
-def _merge(options: Mapping[str, Any] | None, more: Mapping[str, Any]) -> dict[str, str]:
-    merged = {**(options or {}), **more}
-    return {str(k): _as_option(v) for k, v in merged.items() if v is not None}
+def settings_options(settings: Settings) -> dict[str, str]:
+    """Source options of a :class:`~rocketkafka.config.Settings`: ``kafka.bootstrap.servers`` and its ``kafka``
+    client settings (SASL, TLS, ...) as ``kafka.*``."""
+    options = {f"kafka.{key}": value for key, value in settings.client_properties().items()}
+    if settings.bootstrap_servers:
+        options["kafka.bootstrap.servers"] = settings.bootstrap_servers
+    return options
+
+
+def _merge(options: Mapping[str, Any] | None, more: Mapping[str, Any], settings: Settings | None = None
+           ) -> dict[str, str]:
+    given = {**(options or {}), **more}
+    base = {k: v for k, v in (settings_options(settings) if settings is not None else {}).items()
+            if k.lower() not in {str(g).lower() for g in given}}
+    return {str(k): _as_option(v) for k, v in {**base, **given}.items() if v is not None}
 
 
 def check_source(options: Mapping[str, str], streaming: bool, engine: str) -> tuple[SourceOptions, list[TP] | None]:
@@ -134,44 +158,53 @@ def _with_option(options: dict[str, str], name: str, value: str) -> dict[str, st
 
 def _format(spark: SparkSession, engine: str) -> str:
     if engine == "jvm":
+        protect_secrets(spark)
         return "kafka"
-    register_source(spark)
+    register_source(spark)  # protects secrets too
     return SOURCE_NAME
 
 
+def _load_options(options: dict[str, str], engine: str) -> dict[str, str]:
+    """What the chosen source gets: the JVM source's ``kafka.*`` security settings in the Java client's names."""
+    return jvm_source_options(options) if engine == "jvm" else options
+
+
 def read_messages(spark: SparkSession, options: Mapping[str, Any] | None = None, *, engine: str | None = None,
-                  **more: Any) -> DataFrame:
+                  settings: Settings | None = None, **more: Any) -> DataFrame:
     """A batch DataFrame with Spark's Kafka source schema.
 
     Parameters:
         spark: the session.
         options: Kafka source options (``kafka.bootstrap.servers``, ``subscribe``, ...).
         engine: ``auto`` | ``jvm`` | ``python`` (default ``$ROCKETKAFKA_SPARK_ENGINE`` or ``auto``).
+        settings: rocketkafka settings whose bootstrap servers and Kafka client settings (credentials, TLS)
+            become ``kafka.*`` options; ``options`` and ``more`` win over them.
         more: more options as keywords (``includeHeaders=True``, ``startingOffsets={...}``);
             bools become ``true``/``false`` and dicts JSON.
 
     Raises:
         SourceOptionError, TopicNotFoundError, EngineUnavailableError: before any job runs.
+        KafkaAuthorizationError: the user may not describe or read a topic (the ACL is named).
     """
-    opts = _merge(options, more)
+    opts = _merge(options, more, settings)
     chosen = choose_engine(spark, engine)
     parsed, tps = check_source(opts, streaming=False, engine=chosen)
     if chosen == "jvm" and tps is not None:
         pinned = pinned_ending(parsed, tps)  # the JVM source would trust ListOffsets "latest"
         if pinned is not None:
             opts = _with_option(opts, "endingOffsets", json.dumps(pinned))
-    return spark.read.format(_format(spark, chosen)).options(**opts).load()
+    return spark.read.format(_format(spark, chosen)).options(**_load_options(opts, chosen)).load()
 
 
 def read_message_stream(spark: SparkSession, options: Mapping[str, Any] | None = None, *, engine: str | None = None,
-                        **more: Any) -> DataFrame:
+                        settings: Settings | None = None, **more: Any) -> DataFrame:
     """A streaming DataFrame with Spark's Kafka source schema (see :func:`read_messages`).
 
     The JVM source learns each micro-batch's end from the broker's ListOffsets "latest";
     where that answer lags the fetched end (Tansu), ``auto`` reads with the Python source
     instead, and a forced ``jvm`` logs a warning.
     """
-    opts = _merge(options, more)
+    opts = _merge(options, more, settings)
     chosen = choose_engine(spark, engine)
     parsed, tps = check_source(opts, streaming=True, engine=chosen)
     if chosen == "jvm" and tps is not None:
@@ -185,4 +218,4 @@ def read_message_stream(spark: SparkSession, options: Mapping[str, Any] | None =
             else:
                 log.warning("the broker's ListOffsets lags the log end (%s): Spark's JVM source will not read "
                             "a partition's last records until more arrive", shown)
-    return spark.readStream.format(_format(spark, chosen)).options(**opts).load()
+    return spark.readStream.format(_format(spark, chosen)).options(**_load_options(opts, chosen)).load()

@@ -8,7 +8,9 @@
     │   └── EngineUnavailableError the forced reader engine cannot run in this session
     ├── TopicNotFoundError         (from facade) a subscribed topic does not exist
     ├── KafkaReadError             the broker did not answer, or records are missing
-    │   └── DataLossError          requested offsets are gone (``failOnDataLoss``)
+    │   ├── DataLossError          requested offsets are gone (``failOnDataLoss``)
+    │   └── KafkaAuthorizationError the broker refused the reader's user an ACL (also an AuthorizationError)
+    ├── AuthenticationError        (from facade) the broker refused the login (credentials, TLS, protocol)
     └── AuditEmptyError            an audit found nothing to report on (no topics, an empty join)
 
 Inside Spark workers these surface wrapped by Spark (``AnalysisException``,
@@ -22,10 +24,13 @@ is one line, and :func:`spark_error_line` pulls that line out of a Spark excepti
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from rocketkafka.errors import ConfigError, RocketKafkaError, TopicNotFoundError
+from rocketkafka.errors import AuthorizationError, ConfigError, RocketKafkaError, TopicNotFoundError
+from rocketkafka.refusals import GRANT_HINT
 
-__all__ = ["AuditEmptyError", "DataLossError", "EngineUnavailableError", "KafkaReadError", "SourceOptionError", "TopicNotFoundError"]
+__all__ = ["AuditEmptyError", "DataLossError", "EngineUnavailableError", "KafkaAuthorizationError", "KafkaReadError",
+           "SourceOptionError", "TopicNotFoundError"]
 
 
 class SourceOptionError(ConfigError):
@@ -48,6 +53,22 @@ class DataLossError(KafkaReadError):
     """Offsets that a query needs are no longer (or not yet) in the log."""
 
 
+class KafkaAuthorizationError(AuthorizationError, KafkaReadError):
+    """The broker refused the reader's Kafka user an operation on a topic (an ACL is missing); the read ends at once.
+
+    An :class:`~rocketkafka.errors.AuthorizationError` (``resource_type`` ``topic``, ``resource``, ``operation``
+    ``READ`` or ``DESCRIBE``, ``principal``) and a :class:`KafkaReadError`::
+
+        Kafka refused READ on topic 'orders' to User:etl (TOPIC_AUTHORIZATION_FAILED); a Spark reader needs ...
+    """
+
+    def __init__(self, topic: str, operation: str = "READ", user: str | None = None, error: Any = None) -> None:
+        AuthorizationError.__init__(
+            self, "kafka", "TOPIC_AUTHORIZATION_FAILED", "topic", topic, operation, f"User:{user}" if user else None,
+            hint=f"a Spark reader needs ACL Topic READ (which includes DESCRIBE) on each topic it reads; {GRANT_HINT}",
+            error=error)
+
+
 class AuditEmptyError(RocketKafkaError):
     """An audit would have reported on nothing: no topics under the prefix, or a join or filter left no rows.
 
@@ -67,6 +88,10 @@ def spark_error_line(exc: BaseException) -> str | None:
     ``StreamingQueryException`` carry the worker's error as text; this returns
     ``"SourceOptionError: Kafka source option 'x': ..."`` (the last error line naming a
     rocketkafka error), or ``None`` when the exception is not one of ours.
+
+    Spark's JVM source raises the Java client's errors instead; a refused login or a missing ACL
+    (``TopicAuthorizationException``, ``GroupAuthorizationException``, ``SaslAuthenticationException``)
+    is one of ours too: its line, with the ACLs a Spark reader needs where one is missing.
     """
     text = str(exc)
     found = None
@@ -77,9 +102,24 @@ def spark_error_line(exc: BaseException) -> str | None:
             if match and ("rocketkafka." in part or match.group(1) in _OURS):
                 message = _SQLSTATE.sub("", match.group(2)).strip()
                 found = f"{match.group(1)}: {message}"
+    if found is None:
+        java = _KAFKA_JAVA_ERROR.search(text)
+        if java is not None:
+            found = f"{java.group(1)}: {java.group(2).strip()}{_JAVA_HINTS.get(java.group(1), '')}"
     return found
+
+
+#: The Java Kafka client's refusals, as Spark's JVM source raises them.
+_KAFKA_JAVA_ERROR = re.compile(r"org\.apache\.kafka\.common\.errors\."
+                               r"(\w+AuthorizationException|SaslAuthenticationException): ([^\n]+)")
+_JAVA_HINTS = {
+    "TopicAuthorizationException": " (a Spark reader needs ACL Topic READ, which includes DESCRIBE, on each topic it reads)",
+    "GroupAuthorizationException": " (grant ACL Group DESCRIBE on the reader's group ids: prefix 'spark-kafka-source', "
+                                   "or its groupIdPrefix / kafka.group.id)",
+}
 
 
 _SQLSTATE = re.compile(r"\s*SQLSTATE: \w+$")
 _OURS = frozenset({"SourceOptionError", "EngineUnavailableError", "KafkaReadError", "DataLossError",
-                   "TopicNotFoundError", "AuditEmptyError", "ConfigError"})
+                   "KafkaAuthorizationError", "TopicNotFoundError", "AuditEmptyError", "ConfigError",
+                   "AuthorizationError", "AuthenticationError"})

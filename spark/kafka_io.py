@@ -8,6 +8,14 @@ ListOffsets answers only serve as a hint of where to start that fetch, so it
 transfers the last batch rather than the whole log; a wrong hint costs time,
 never correctness (a hint past the end resets to the earliest offset).
 
+On a secured cluster every consumer logs in with the source's ``kafka.*`` settings, and a refusal
+ends the read at once with an error that names what is missing: a topic the user may not
+describe or read raises :class:`~rocketkafka.spark.errors.KafkaAuthorizationError` (the topic and
+the ACL to grant), a refused login :class:`~rocketkafka.errors.AuthenticationError` (credentials,
+TLS or protocol, told by :mod:`rocketkafka.connection_check` from what librdkafka reported).
+The reader's consumers never join their group, but librdkafka looks its coordinator up; a broker
+refusing that (no Group DESCRIBE ACL) costs nothing and is logged once.
+
 Range reads yield :class:`pyarrow.RecordBatch` objects in Spark's Kafka source
 schema, built column-wise with ``map`` over the messages of one ``consume()``
 call, so no Python code runs per row beyond the client's own accessors.
@@ -23,14 +31,15 @@ import re
 import time
 import uuid
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from rocketkafka.errors import TopicNotFoundError
-from rocketkafka.spark.errors import DataLossError, KafkaReadError, SourceOptionError
+from rocketkafka.connection_check import authentication_error
+from rocketkafka.errors import AuthenticationError, TopicNotFoundError
+from rocketkafka.spark.errors import DataLossError, KafkaAuthorizationError, KafkaReadError, SourceOptionError
 from rocketkafka.spark.options import SourceOptions
 from rocketkafka.spark.schema import kafka_schema
 from rocketkafka.topic_partition import TP
@@ -44,17 +53,88 @@ TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 _CONSUME_BATCH = 10_000
 
 
-def open_consumer(options: SourceOptions, purpose: str, **extra: Any) -> Consumer:
+class ReaderConsumer(Consumer):
+    """A consumer of the reader: remembers what librdkafka reported of its connections (its ``error_cb``), which
+    tells a refused login apart from a broker that does not answer."""
+
+    refused: list[KafkaError]
+
+
+#: librdkafka's error codes that may tell a refused login: SASL, TLS, a connection closed at the first request.
+_LOGIN_CODES = frozenset({KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError._TRANSPORT})
+
+
+def open_consumer(options: SourceOptions, purpose: str, **extra: Any) -> ReaderConsumer:
     """A consumer for ``assign()`` use only (never joins a group, never commits).
 
     Raises:
-        SourceOptionError: a ``kafka.*`` setting is unknown to the client.
+        SourceOptionError: a ``kafka.*`` setting is unknown to the client (or a Java setting has no
+            librdkafka counterpart).
     """
-    config = options.consumer_config(**{"group.id": options.group(purpose, uuid.uuid4().hex[:12]), **extra})
+    refused: list[KafkaError] = []
+
+    def on_error(err: KafkaError) -> None:
+        if err.code() in _LOGIN_CODES and len(refused) < 10:
+            refused.append(err)
+        elif err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            _group_refused(options)
+
+    config = options.consumer_config(**{"group.id": options.group(purpose, uuid.uuid4().hex[:12]),
+                                        "error_cb": on_error, **extra})
     try:
-        return Consumer(config)
+        consumer = ReaderConsumer(config)
     except (KafkaException, ValueError, TypeError) as exc:
         raise SourceOptionError("kafka.*", f"the Kafka client refused the settings: {exc}") from None
+    consumer.refused = refused
+    return consumer
+
+
+def _login_refused(consumer: Consumer, options: SourceOptions) -> AuthenticationError | None:
+    """The :class:`AuthenticationError` of a consumer whose broker refused its login (what its ``error_cb`` saw,
+    once served), else ``None``."""
+    refused = getattr(consumer, "refused", None)
+    if refused is None:
+        return None
+    consumer.consume(num_messages=1, timeout=0)  # serves the callbacks of errors already reported
+    try:
+        config = options.consumer_config()
+    except SourceOptionError:
+        return None
+    return authentication_error([err.str() for err in refused], config, options.bootstrap_servers)
+
+
+def refusal(err: KafkaError | None, options: SourceOptions | None, topic: str | None, operation: str = "READ"
+            ) -> KafkaAuthorizationError | None:
+    """The authorization error a client error stands for (``None``: not a refusal that ends the read).
+
+    A refused group coordinator lookup is not one: the reader never uses its group (logged once).
+    """
+    if not isinstance(err, KafkaError):
+        return None
+    if err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+        return KafkaAuthorizationError(topic or "?", operation, options.user if options else None, err)
+    if err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED and options is not None:
+        _group_refused(options)
+    return None
+
+
+_groups_refused: set[str] = set()
+
+
+def _group_refused(options: SourceOptions) -> None:
+    prefix = options.group_id or options.group_id_prefix
+    if prefix in _groups_refused:
+        return
+    _groups_refused.add(prefix)
+    kind = "group" if options.group_id else "prefix"
+    log.warning("the broker refused the coordinator lookup of the reader's group %s %r (no ACL Group DESCRIBE); "
+                "the reader never joins or commits, so it reads on. Grant Group DESCRIBE on %s %r to stop the "
+                "broker's denials", kind, prefix, kind, prefix)
+
+
+def _secured(options: SourceOptions) -> bool:
+    protocol = str(options.kafka_params.get("security.protocol", "plaintext")).strip().lower()
+    return protocol not in ("", "plaintext")
 
 
 def discover(consumer: Consumer, options: SourceOptions, timeout: float = 10.0) -> list[TP]:
@@ -68,7 +148,8 @@ def discover(consumer: Consumer, options: SourceOptions, timeout: float = 10.0) 
     try:
         metadata = consumer.list_topics(timeout=timeout)  # no topic argument: Tansu would auto-create it
     except KafkaException as exc:
-        raise KafkaReadError(f"cannot list topics at {options.bootstrap_servers}: {exc}") from None
+        raise _login_refused(consumer, options) or KafkaReadError(
+            f"cannot list topics at {options.bootstrap_servers}: {exc}") from None
     topics = metadata.topics
     found: list[TP] = []
     if options.pattern is not None:
@@ -79,7 +160,7 @@ def discover(consumer: Consumer, options: SourceOptions, timeout: float = 10.0) 
     elif options.assignment is not None:
         for name, partitions in options.assignment.items():
             if name not in topics:
-                raise TopicNotFoundError(name)
+                _hidden_or_missing(consumer, options, name, timeout)
             missing = set(partitions) - set(topics[name].partitions)
             if missing:
                 raise SourceOptionError("assign", f"topic {name!r} has no partitions {sorted(missing)} "
@@ -88,14 +169,34 @@ def discover(consumer: Consumer, options: SourceOptions, timeout: float = 10.0) 
     else:
         for name in options.topics:
             meta = topics.get(name)
+            if meta is not None and (denied := refusal(meta.error, options, name, "DESCRIBE")) is not None:
+                raise denied
             if meta is None or (meta.error is not None and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
-                raise TopicNotFoundError(name)
+                _hidden_or_missing(consumer, options, name, timeout)
             found.extend((name, p) for p in meta.partitions)
     return sorted(found)
 
 
+def _hidden_or_missing(consumer: Consumer, options: SourceOptions, name: str, timeout: float) -> NoReturn:
+    """Raise for a topic the listing lacks: not authorized (asked by name on a secured cluster), else not found.
+
+    A listing hides the topics a user may not describe. Only on a secured connection is the topic asked
+    for by name: consumers never ask for auto-creation, and Apache Kafka honours that, but Tansu creates
+    any topic asked for by name (DESIGN §4).
+    """
+    if _secured(options):
+        try:
+            meta = consumer.list_topics(topic=name, timeout=timeout).topics.get(name)
+        except KafkaException:
+            meta = None
+        if meta is not None and (denied := refusal(meta.error, options, name, "DESCRIBE")) is not None:
+            raise denied
+    raise TopicNotFoundError(name)
+
+
 def watermarks(consumer: Consumer, tps: Iterable[TP], hints: dict[TP, int] | None = None,
-               timeout: float = 30.0, committed: bool = False) -> dict[TP, tuple[int, int]]:
+               timeout: float = 30.0, committed: bool = False, options: SourceOptions | None = None
+               ) -> dict[TP, tuple[int, int]]:
     """``(low, high)`` watermarks of each partition, the high one learnt from a fetch.
 
     With ``committed`` (a read_committed consumer) the end is the last stable offset: where the
@@ -108,9 +209,11 @@ def watermarks(consumer: Consumer, tps: Iterable[TP], hints: dict[TP, int] | Non
         hints: offsets known to be at or below the end (e.g. a previous end); the fetch
             starts just before ``max(hint, ListOffsets latest)`` (read_committed: before ListOffsets latest).
         timeout: seconds to wait for every partition's first fetch.
+        options: the source's options (what a refusal names: the user; its group).
 
     Raises:
         KafkaReadError: some partition did not answer in time.
+        KafkaAuthorizationError: the broker refused to describe or fetch a topic.
     """
     tps = list(tps)
     if not tps:
@@ -122,7 +225,8 @@ def watermarks(consumer: Consumer, tps: Iterable[TP], hints: dict[TP, int] | Non
         try:
             low, listed_high = consumer.get_watermark_offsets(TopicPartition(*tp), timeout=timeout, cached=False)
         except KafkaException as exc:
-            raise KafkaReadError(f"cannot query offsets of {tp[0]}-{tp[1]}: {exc}") from None
+            raise refusal(exc.args[0], options, tp[0], "DESCRIBE") or KafkaReadError(
+                f"cannot query offsets of {tp[0]}-{tp[1]}: {exc}") from None
         lows[tp] = low
         listed = max(low, listed_high)
         # read_committed: the end event comes only at the last stable offset (ListOffsets' answer here), so a hint
@@ -141,6 +245,9 @@ def watermarks(consumer: Consumer, tps: Iterable[TP], hints: dict[TP, int] | Non
             for msg in consumer.consume(num_messages=_CONSUME_BATCH, timeout=0.05):
                 err = msg.error()
                 if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                    denied = refusal(err, options, msg.topic() or ",".join(sorted({t for t, _ in pending})))
+                    if denied is not None:
+                        raise denied
                     if err.code() == KafkaError._AUTO_OFFSET_RESET or not err.fatal():
                         log.debug("watermark probe: %s", err)
                         continue
@@ -180,13 +287,16 @@ def offsets_for_times(options: SourceOptions, times: dict[TP, int], timeout: flo
         answered = consumer.offsets_for_times([TopicPartition(t, p, ts) for (t, p), ts in sorted(times.items())],
                                               timeout=timeout)
     except KafkaException as exc:
-        raise KafkaReadError(f"offsets_for_times failed at {options.bootstrap_servers}: {exc}") from None
+        topics = ",".join(sorted({t for t, _ in times}))
+        raise refusal(exc.args[0], options, topics, "DESCRIBE") or KafkaReadError(
+            f"offsets_for_times failed at {options.bootstrap_servers}: {exc}") from None
     finally:
         consumer.close()
     result: dict[TP, int | None] = {}
     for tp in answered:
         if tp.error is not None:
-            raise KafkaReadError(f"offsets_for_times {tp.topic}-{tp.partition}: {tp.error}")
+            raise refusal(tp.error, options, tp.topic, "DESCRIBE") or KafkaReadError(
+                f"offsets_for_times {tp.topic}-{tp.partition}: {tp.error}")
         result[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
     stamps = first_timestamps(options, {tp: o for tp, o in result.items() if o is not None})
     for key, stamp in stamps.items():
@@ -210,6 +320,9 @@ def first_timestamps(options: SourceOptions, offsets: dict[TP, int], timeout: fl
                 raise KafkaReadError(f"no record arrived within {timeout:.0f} s for {missing}")
             for msg in consumer.consume(num_messages=len(offsets), timeout=0.1):
                 topic, partition, err = msg.topic(), msg.partition(), msg.error()
+                denied = refusal(err, options, topic or ",".join(sorted({t for t, _ in offsets})))
+                if denied is not None:
+                    raise denied
                 if topic is None or partition is None:  # an error of the client, of no partition
                     if err is not None and err.fatal():
                         raise KafkaReadError(f"{topic}-{partition}: {err.str()}")
@@ -237,7 +350,9 @@ def log_ends(options: SourceOptions, tps: Iterable[TP], hints: dict[TP, int] | N
         consumer = open_consumer(options, "probe", **{"fetch.wait.max.ms": 10, "auto.offset.reset": "latest"})
         try:
             return watermarks(consumer, tps, hints, timeout=min(30.0, options.poll_timeout_ms / 1000),
-                              committed=options.read_committed)
+                              committed=options.read_committed, options=options)
+        except KafkaAuthorizationError:
+            raise  # asking again will not grant the ACL
         except KafkaReadError:
             if attempt + 1 == attempts:
                 raise
@@ -354,6 +469,10 @@ def _next_batch(consumer: Consumer, options: SourceOptions, topic: str, partitio
             elif err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
                 raise DataLossError(f"{topic}-{partition}: offset {position} is out of range ({err.str()}); "
                                     "set failOnDataLoss=false to read from the earliest offset instead")
+            elif (denied := refusal(err, options, topic)) is not None:
+                raise denied
+            elif err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                pass  # logged once by refusal(): the reader never uses its group
             elif err.fatal():
                 raise KafkaReadError(f"{topic}-{partition}: {err.str()}")
             else:

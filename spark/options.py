@@ -5,8 +5,13 @@ The same option names and value formats as Spark's ``kafka`` source
 the JVM connector and the project's Python reader unchanged:
 
 - ``kafka.bootstrap.servers`` (required) and any other ``kafka.<setting>``,
-  handed to the Kafka client (here confluent-kafka; Java-only settings such as
-  ``kafka.sasl.jaas.config`` are refused by it with a clear error);
+  handed to the Kafka client: confluent-kafka's settings (``kafka.security.protocol``,
+  ``kafka.sasl.mechanism``, ``kafka.sasl.username``, ``kafka.sasl.password``,
+  ``kafka.ssl.ca.location``, ...), which the JVM engine translates to the Java client's
+  (:mod:`rocketkafka.spark.jvm_security`). Java's own security settings are read too
+  (a PLAIN/SCRAM ``kafka.sasl.jaas.config``, PEM truststores and keystores, translated
+  for librdkafka); any other Java-only setting is refused by confluent-kafka with a
+  :class:`SourceOptionError` naming it (``engine='jvm'`` hands it to Spark's source as is);
 - exactly one of ``subscribe`` (comma list), ``subscribePattern`` (Java-style
   regex, whole-name match) or ``assign`` (JSON ``{"topicA":[0,1]}``);
 - ``startingOffsets`` / ``endingOffsets``: ``earliest``, ``latest`` or JSON
@@ -46,6 +51,7 @@ from typing import Any
 
 from rocketkafka.logs import redact_config
 from rocketkafka.spark.errors import SourceOptionError
+from rocketkafka.spark.jvm_security import librdkafka_settings
 
 #: Kafka's offset sentinels inside offset JSON (Spark's convention).
 EARLIEST = -2
@@ -135,13 +141,25 @@ class SourceOptions:
         """``kafka.isolation.level`` is read_committed: reads end at the last stable offset."""
         return str(self.kafka_params.get("isolation.level", "")).strip().lower() == "read_committed"
 
+    @property
+    def user(self) -> str | None:
+        """The SASL user name the client logs in with (``kafka.sasl.username`` or the JAAS string's), if any."""
+        try:
+            return librdkafka_settings(self.kafka_params).get("sasl.username")
+        except SourceOptionError:
+            return None
+
     def consumer_config(self, **extra: Any) -> dict[str, Any]:
-        """confluent-kafka settings: ``kafka.*`` pass-through plus the reader's own."""
+        """confluent-kafka settings: ``kafka.*`` (Java security settings translated) plus the reader's own.
+
+        Raises:
+            SourceOptionError: a Java security setting librdkafka cannot honour (named).
+        """
         config: dict[str, Any] = {
             # Spark's JVM source reads with the Java client's default, read_uncommitted;
             # librdkafka would default to read_committed.
             "isolation.level": "read_uncommitted",
-            **{k: v for k, v in self.kafka_params.items() if k not in _MANAGED_KAFKA},
+            **{k: v for k, v in librdkafka_settings(self.kafka_params).items() if k not in _MANAGED_KAFKA},
             "bootstrap.servers": self.bootstrap_servers,
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,

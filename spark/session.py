@@ -13,11 +13,22 @@ fetched once with ``mvn``, passed as ``spark.jars`` so executors get it too), un
 :func:`spark_session` serves classic masters (``local[2]``, ``local-cluster[2,1,1024]``,
 ``spark://...``, ``yarn``) and Spark Connect (``remote="sc://host:15002"``, or
 ``remote="local[2]"`` for a Connect server in this process; needs ``pyspark[connect]``).
+
+Secrets in source options (``kafka.sasl.password``, the JAAS string the JVM engine is given, a PEM
+private key) never show in a plan: :func:`protect_secrets` widens Spark's
+``spark.sql.redaction.options.regex`` in every session these functions touch, so ``explain()``, the
+query execution's string and the SQL UI show ``*********(redacted)`` for them. Spark's own default
+(``spark.redaction.regex``: secret|password|token|access key, in keys or values) already hides the
+password and the JAAS string; what it misses, an inline private key under ``kafka.ssl.keystore.key``
+or ``kafka.ssl.key.pem``, is covered here. The options travel to the JVM through py4j, which logs each
+command it sends at DEBUG: :func:`protect_secrets` also hides the secret values in those lines.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import sys
 import weakref
 from collections.abc import Mapping
@@ -26,7 +37,11 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from rocketkafka.logs import SECRET_SETTING
+from rocketkafka.redaction import REDACTED
 from rocketkafka.spark.connector import session_jars
+
+log = logging.getLogger(__name__)
 
 #: Environment variable naming the default master (else ``local[2]``).
 MASTER_ENV = "ROCKETKAFKA_SPARK_MASTER"
@@ -40,6 +55,64 @@ HIDE_TRACEBACK = "spark.sql.execution.pyspark.udf.hideTraceback.enabled"
 #: then reports ``UnboundLocalError: ... 'sockfile'`` instead of the timeout (its ``_load_from_socket``
 #: closes a file it never opened): seen once in CI, beside four Kafka brokers on two cores.
 AUTH_SOCKET_TIMEOUT = "spark.python.authenticate.socketTimeout"
+
+
+#: Spark's setting naming the data source options that plans show as ``*********(redacted)`` (a regex matched
+#: against each option's key and value; Spark's default ``(?i)url``, with ``spark.redaction.regex`` applied too).
+OPTIONS_REDACTION = "spark.sql.redaction.options.regex"
+#: What :func:`protect_secrets` adds to it: the setting names rocketkafka's own logs hide
+#: (:data:`rocketkafka.logs.SECRET_SETTING`) and PEM private keys given inline.
+SECRET_OPTIONS = f"(?i:{SECRET_SETTING.pattern}|PRIVATE KEY)"
+
+
+class Py4jRedaction(logging.Filter):
+    """Hides secrets in py4j's DEBUG lines: each command it sends to the JVM is logged whole, and a source option
+    travels as ``s<key>`` then ``s<value>`` lines. The value after a secret key (:data:`SECRET_SETTING`), and any
+    line holding a JAAS password or a private key, read ``***``."""
+
+    _KEY = re.compile(r"^s[\w.\-]+$")
+    _SECRET_VALUE = re.compile(r"password\s*=|PRIVATE KEY", re.I)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if not (SECRET_SETTING.search(text) or "PRIVATE KEY" in text):
+            return True
+        lines = text.split("\n")
+        for i, line in enumerate(lines):
+            if self._SECRET_VALUE.search(line):
+                lines[i] = line[:1] + REDACTED
+            elif self._KEY.match(line) and SECRET_SETTING.search(line) and lines[i + 1:i + 2] not in ([], ["e"]):
+                lines[i + 1] = lines[i + 1][:1] + REDACTED  # the option's value (a lone "e" ends the command)
+        record.msg, record.args = "\n".join(lines), ()
+        return True
+
+
+_PY4J_LOGGERS = ("py4j.clientserver", "py4j.java_gateway")
+
+
+def _redact_py4j_logs() -> None:
+    for name in _PY4J_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, Py4jRedaction) for f in logger.filters):
+            logger.addFilter(Py4jRedaction())
+
+
+def protect_secrets(spark: SparkSession) -> None:
+    """Keep secret source options out of ``spark``'s plans and of py4j's DEBUG log.
+
+    Adds :data:`SECRET_OPTIONS` to the session's :data:`OPTIONS_REDACTION` (what is there stays); a runtime SQL
+    setting, so it works on sessions made elsewhere and on Spark Connect. Where the session refuses it, a warning
+    says so (Spark's default redaction still hides passwords and JAAS strings). And puts a
+    :class:`Py4jRedaction` filter on py4j's loggers (once).
+    """
+    _redact_py4j_logs()
+    try:
+        current = spark.conf.get(OPTIONS_REDACTION, None) or "(?i)url"
+        if SECRET_OPTIONS not in current:
+            spark.conf.set(OPTIONS_REDACTION, f"{current}|{SECRET_OPTIONS}")
+    except Exception as exc:  # noqa: BLE001 - a Connect server may refuse; reading goes on
+        log.warning("cannot widen %s in this Spark session (%s): inline private keys in source options may show in "
+                    "plans", OPTIONS_REDACTION, type(exc).__name__)
 
 
 def prepare_python_env() -> None:
@@ -69,6 +142,8 @@ def register(spark: SparkSession, concise_errors: bool = True) -> str:
     is not on the classpath, so the built-in short name cannot be taken over; use
     :func:`rocketkafka.spark.read_messages` to get ``kafka`` where it loads and ours elsewhere.
 
+    Also makes the session's plans redact secret options (:func:`protect_secrets`).
+
     Parameters:
         concise_errors: set :data:`HIDE_TRACEBACK` in the session, so option errors raised in
             Spark's Python workers show their one line instead of a worker traceback.
@@ -80,6 +155,7 @@ def register(spark: SparkSession, concise_errors: bool = True) -> str:
         _registered.add(spark)
     if concise_errors:
         spark.conf.set(HIDE_TRACEBACK, "true")
+    protect_secrets(spark)
     return SOURCE_NAME
 
 

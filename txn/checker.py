@@ -128,6 +128,7 @@ class TransactionChecker(EngineStatus):
     # -- lifecycle -------------------------------------------------------------------
     @property
     def instance_name(self) -> str:
+        """This checker's id in the checker group (``host@pid@random`` unless set)."""
         return self.options.instance_name
 
     def start(self) -> TransactionChecker:

@@ -29,9 +29,10 @@ from confluent_kafka import KafkaException
 from confluent_kafka import Producer as _KafkaProducer
 
 from rocketkafka.config import SAFE_PRODUCER_CONFIG, kafka_client
-from rocketkafka.errors import StateError
+from rocketkafka.errors import AuthorizationError, StateError
 from rocketkafka.names import TopicNames
 from rocketkafka.record import Record
+from rocketkafka.refusals import kafka_refusal, refusal_in
 from rocketkafka.sender import Sender
 from rocketkafka.txn.markers import COMMITTED, EndMarkers
 from rocketkafka.txn.records import HalfMessage
@@ -42,11 +43,13 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Delivery:
-    """How one produced record ended: ``error`` (``None`` when acked) and, when acked, where it is stored."""
+    """How one produced record ended: ``error`` (``None`` when acked) and, when acked, where it is stored;
+    ``refusal`` when no ACL allowed the write (``error`` then says so too)."""
 
     error: str | None = "no acknowledgement"
     partition: int = -1
     offset: int = -1
+    refusal: AuthorizationError | None = None
 
 
 def produce_all(sender: Sender, records: Sequence[Record], timeout: float,
@@ -60,7 +63,8 @@ def produce_all(sender: Sender, records: Sequence[Record], timeout: float,
         def callback(err: Any, msg: Any) -> None:
             with lock:
                 if err is not None:
-                    outcome[i].error = err.str()
+                    refusal = kafka_refusal(err, records[i].topic, "WRITE", sender.principal)
+                    outcome[i].error, outcome[i].refusal = (str(refusal) if refusal else err.str()), refusal
                 else:
                     outcome[i].error, outcome[i].partition, outcome[i].offset = None, msg.partition(), msg.offset()
                 remaining[0] -= 1
@@ -79,6 +83,7 @@ def produce_all(sender: Sender, records: Sequence[Record], timeout: float,
         except Exception as exc:  # refused at once: counts as failed
             with lock:
                 outcome[i].error = str(exc)
+                outcome[i].refusal = exc if isinstance(exc, AuthorizationError) else None
                 remaining[0] -= 1
     deadline = time.monotonic() + timeout
     while remaining[0] > 0 and time.monotonic() < deadline:
@@ -116,7 +121,14 @@ class TransactionEnder:
         if transactional_id is not None:
             self._txn_kafka = kafka_client(_KafkaProducer, sender.settings.kafka_config(**{
                 "transactional.id": transactional_id, "linger.ms": 5, **SAFE_PRODUCER_CONFIG}))
-            self._txn_kafka.init_transactions(self.timeout)
+            try:
+                self._txn_kafka.init_transactions(self.timeout)
+            except KafkaException as exc:  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED: named, with the id
+                refusal = refusal_in(exc, transactional_id, "WRITE", sender.principal)
+                self._txn_kafka = None
+                if refusal is None:
+                    raise
+                raise refusal from None
         self._thread = threading.Thread(target=self._run, name="rk-txn-end", daemon=True)
         self._thread.start()
 

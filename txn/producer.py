@@ -114,7 +114,8 @@ class TransactionMQProducer(Producer):
         try:
             if o.kafka_transactions:  # first: a refusal leaves nothing behind
                 require_exactly_once(self.settings, f"transaction producer of group {self.group_id}",
-                                     "kafka_transactions")
+                                     "kafka_transactions", transactional_id_prefix=f"{self.group_id}.",
+                                     group=topics.check_request(self.group_id))  # its ids and group: its own
             self._sender = Sender(self.settings, self._producer_config, self.group_id, send_timeout=self.send_timeout)
             opened.append(self._sender.close)
             provision(self._sender.admin, topics, o.half_partitions, o.check_partitions, self.group_id)
@@ -124,8 +125,10 @@ class TransactionMQProducer(Producer):
                 self._sender, self._markers, topics, o.end_batch_max, o.end_queue_max, o.send_timeout_ms,
                 f"{self.group_id}.{o.check.instance_name}" if o.kafka_transactions else None)
             opened.append(self._ender.close)
+            # an answer never fails, so no retry waits in the delay levels (no delay topics, no forwarder to ask for)
+            backoff: dict[str, Any] = {} if "retry_backoff" in o.check.model_fields_set else {"retry_backoff": False}
             self._checks = PushConsumer(topics.check_request(self.group_id), {"fetch.wait.max.ms": o.check_fetch_wait_ms},
-                                        settings=self.settings, options=o.check)
+                                        settings=self.settings, options=o.check, **backoff)
             self._checks.subscribe(topics.check_request(self.group_id), self._answer_check)
             self._checks.start()
         except BaseException:

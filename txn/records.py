@@ -222,15 +222,19 @@ class OpRecord:
 
 def provision(admin: TopicAdmin, topics: TopicNames, half_partitions: int, check_partitions: int,
               producer_group: str | None = None) -> int:
-    """Create the half, op and max-check topics (and a group's check-request topic); returns the half partitions.
+    """Create the half and op topics that do not exist yet, and the max-check topic (the checker's: no
+    ``producer_group``) or a producer group's check-request topic; returns the half partitions.
 
-    Existing topics keep their partition counts.
+    Existing topics keep their partition counts, and need no CREATE grant (:meth:`TopicAdmin.create_many`).
 
     Raises:
-        ConfigError: the half and op topics exist with different partition counts.
+        ConfigError: the half and op topics exist with different partition counts, or one is missing and
+            this principal may not create it.
     """
-    wanted = {topics.half(): half_partitions, topics.op(): half_partitions, topics.max_check(): 1}
-    if producer_group is not None:
+    wanted = {topics.half(): half_partitions, topics.op(): half_partitions}
+    if producer_group is None:
+        wanted[topics.max_check()] = 1  # only the checker writes there
+    else:
         wanted[topics.check_request(producer_group)] = check_partitions
     admin.create_internal(wanted)
     half, op = admin.partitions(topics.half()), admin.partitions(topics.op())

@@ -19,7 +19,8 @@ it (a claim over both). Every ``check_interval_ms`` while halves wait, a *scan*:
 Steps 2-5 repeat in steps of ``step_halves`` until the scan stops, so a long backlog
 commits as it goes; check requests are fire-and-forget (a slow or dead producer never
 stalls a scan). A failed write of a copy resets the partition to its committed progress
-(its halves are decided again; duplicates of copies are closed by transaction id).
+(its halves are decided again; duplicates of copies are closed by transaction id), and so
+does a check-request topic this principal may neither see nor create (told once a minute).
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rocketkafka.errors import MalformedRecordError
+from rocketkafka.errors import AuthorizationError, ConfigError, MalformedRecordError, SendError
 from rocketkafka.logs import record_fields
 from rocketkafka.names import Header, TopicNames, group_name_problem, is_valid_topic_name
 from rocketkafka.ordering.step import ClaimContext
 from rocketkafka.record import Record
+from rocketkafka.refusals import REFUSALS, kafka_refusal
 from rocketkafka.sender import Sender
 from rocketkafka.topic_partition import TP
 from rocketkafka.txn.end import produce_all
@@ -59,6 +61,7 @@ class _Scan:
     started: float  # monotonic
     probe_offset: int | None = None
     probe_error: str | None = None
+    probe_refusal: AuthorizationError | None = None  # no ACL allowed the probe's write
 
 
 class HalfPartition:
@@ -135,7 +138,11 @@ class HalfPartition:
                 self.scan = self.scanner.begin(self.index)
             return
         if scan.probe_error is not None or (scan.probe_offset is None and now - scan.started > PROBE_PATIENCE_S):
-            log.warning("probe of op partition %d failed (%s); scanning later", self.index, scan.probe_error or "timeout")
+            if scan.probe_refusal is not None:  # no half is decided without its probe: said once a minute, retried
+                REFUSALS.note(scan.probe_refusal, f"transaction checker: probe of op partition {self.index}")
+            else:
+                log.warning("probe of op partition %d failed (%s); scanning later", self.index,
+                            scan.probe_error or "timeout")
             self.scan, self.next_scan = None, now + RETRY_S
             return
         if scan.probe_offset is None or self.ledger.op_read_next <= scan.probe_offset:
@@ -180,11 +187,16 @@ class Scanner:
 
         def probed(err: Any, msg: Any) -> None:
             if err is not None:
-                scan.probe_error = err.str()
+                refusal = kafka_refusal(err, self.topics.op(), "WRITE", self.sender.principal)
+                scan.probe_error, scan.probe_refusal = (str(refusal) if refusal else err.str()), refusal
             else:
                 scan.probe_offset = msg.offset()
 
-        self.sender.produce(probe_record(self.topics, index), probed)
+        try:
+            self.sender.produce(probe_record(self.topics, index), probed)
+        except SendError as exc:  # refused at once (librdkafka knows the op topic is not ours to write)
+            scan.probe_error = str(exc)
+            scan.probe_refusal = exc if isinstance(exc, AuthorizationError) else None
         return scan
 
     def step(self, part: HalfPartition, scan: _Scan) -> None:
@@ -249,20 +261,34 @@ class Scanner:
                 checks.append(half)
         if not checks and not parked:
             return True
+        if checks:  # first: a check topic this principal may neither see nor create decides nothing (said, retried)
+            try:
+                self._ensure_check_topics({h.producer_group for h in checks})
+            except ConfigError as exc:
+                REFUSALS.note(exc, "transaction checker: the check-request topics")
+                self.stats.resets += 1
+                part.reset(self._committed(part.half_tp))
+                return False
         timeout = self.options.transaction_timeout_ms / 1000 + 30
         written = produce_all(self.sender, [h.copy_record(self.topics) for h in checks] + parked, timeout)
         failed = [d.error for d in written if d.error is not None]
-        if failed:
+        refused = [d.refusal for d in written if d.refusal is not None]
+        if refused:  # nothing decided is passed: said once a minute, retried from the committed progress
+            REFUSALS.note(refused[0], f"transaction checker: re-writing halves of partition {part.index}")
+        elif failed:
             log.warning("re-writing %d half(s) of partition %d failed (%s); resetting it to its committed progress",
                         len(failed), part.index, failed[0])
+        if failed:
             self.stats.resets += 1
             part.reset(self._committed(part.half_tp))
             return False
         self.stats.rewritten += len(checks)
-        self._ensure_check_topics({h.producer_group for h in checks})
         requests = [h.check_request(self.topics, d.partition, d.offset) for h, d in zip(checks, written)]
-        lost = [d.error for d in produce_all(self.sender, requests, timeout) if d.error is not None]
-        if lost:  # their copies are checked at the next scan, one check later
+        unsent = [d for d in produce_all(self.sender, requests, timeout) if d.error is not None]
+        lost = [d.error for d in unsent]
+        if unsent and unsent[0].refusal is not None:  # checked again at the next scan; said once a minute
+            REFUSALS.note(unsent[0].refusal, "transaction checker: sending check requests")
+        elif lost:  # their copies are checked at the next scan, one check later
             log.warning("%d check request(s) not sent (%s)", len(lost), lost[0])
         self.stats.checks_sent += len(requests) - len(lost)
         self.stats.check_requests_lost += len(lost)

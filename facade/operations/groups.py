@@ -79,7 +79,7 @@ def group_topics(settings: Settings, group: str, reader: LogReader, topics: Iter
         found.update(t for t in member.info.get("topics", []) if isinstance(t, str))
     found.update(reader.committed_topics(group))
     found.discard(settings.topics.dead_letter(group))  # written by the group, never consumed by it
-    existing = [t for t in sorted(found) if reader.admin.exists(t)]
+    existing = [t for t in sorted(found) if reader.exists(t)]  # one hidden from this principal: refused, named
     if not existing:
         raise ConfigError(f"group {group!r} has no live member and no committed offset; name its topics with --topic")
     return existing

@@ -4,7 +4,12 @@ Log ends come from fetched watermarks, never from ListOffsets "latest", which Ta
 answers wrongly after batched produce (DESIGN §4): each partition is fetched once from
 just before the listed end, and the high watermark that arrives with the fetch (or its
 partition EOF) is the end. Every consumer here is ``assign()``-only with a throw-away
-group id: reading never joins, never commits, never moves a group.
+group id (:func:`reader_group`): reading never joins, never commits, never moves a group.
+
+On a secured cluster a refusal is named (:class:`~rocketkafka.errors.AuthorizationError`), never
+waited out as an unanswered broker nor taken for a missing topic or an empty group: a fetch Kafka
+refuses, a group whose offsets this principal may not describe (asked first: librdkafka would
+only time out), a topic it does not list because it may not describe it.
 """
 
 from __future__ import annotations
@@ -14,11 +19,14 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from concurrent.futures import TimeoutError as FutureTimeout
+
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from rocketkafka.admin import TopicAdmin
 from rocketkafka.config import Settings
-from rocketkafka.errors import BrokerUnavailableError, ConfigError
+from rocketkafka.errors import BrokerUnavailableError, ConfigError, TopicNotFoundError
+from rocketkafka.refusals import kafka_refusal, principal_of, refusal_in, secured
 from rocketkafka.topic_partition import TP
 
 #: Errors of a group coordinator that is moving or loading: asked again in a moment, it answers.
@@ -28,6 +36,12 @@ COORDINATOR_MOVING = frozenset({KafkaError.NOT_COORDINATOR, KafkaError.COORDINAT
 
 #: Seconds a read waits for the broker before giving up on a partition.
 READ_TIMEOUT_S = 30.0
+
+
+def reader_group(topic_prefix: str, unique: str) -> str:
+    """The throw-away group id of an admin reader, under the deployment's prefix. It needs no grant: the reader
+    only assigns and fetches (a refused coordinator look-up of its group stops nothing, and is not logged)."""
+    return f"{topic_prefix}.admin.{unique}"
 
 
 class LogReader:
@@ -42,7 +56,7 @@ class LogReader:
         self.settings, self.timeout = settings, timeout
         self.admin = TopicAdmin(settings)
         self._consumer = Consumer(settings.kafka_config(**{
-            "group.id": f"rk-admin-{uuid.uuid4().hex[:10]}", "enable.auto.commit": False,
+            "group.id": reader_group(settings.topic_prefix, uuid.uuid4().hex[:10]), "enable.auto.commit": False,
             "enable.auto.offset.store": False, "enable.partition.eof": True, "auto.offset.reset": "earliest",
             "fetch.wait.max.ms": 10}))
 
@@ -56,10 +70,37 @@ class LogReader:
         self._consumer.close()
         self.admin.close()
 
+    @property
+    def principal(self) -> str | None:
+        """Who the broker knows this reader as (``User:<name>``), named in its refusals."""
+        return principal_of(self.settings.kafka)
+
     # -- topics and offsets ------------------------------------------------------------
     def partitions(self, topic: str) -> list[TP]:
         """Every partition of ``topic``; :class:`TopicNotFoundError` when it does not exist."""
         return [(topic, p) for p in range(self.admin.partitions(topic))]
+
+    def exists(self, topic: str) -> bool:
+        """Whether ``topic`` exists (never creates it).
+
+        Raises:
+            AuthorizationError: a secured cluster does not list it because this principal may not describe it.
+        """
+        if self.admin.exists(topic):
+            return True
+        if secured(self.settings.kafka):
+            try:
+                self.admin.partitions(topic)  # a topic not listed: missing, or hidden from us (asked by name)
+            except TopicNotFoundError:
+                return False
+        return False
+
+    def _refused(self, err: KafkaError, topic: str | None) -> None:
+        """Raise the refusal a fetch's error event stands for (a topic this principal may not read)."""
+        if err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            refusal = kafka_refusal(err, topic, "READ", self.principal)
+            assert refusal is not None
+            raise refusal
 
     def ends(self, tps: Iterable[TP]) -> dict[TP, tuple[int, int]]:
         """``(low, high)`` of each partition, the high watermark learnt from a fetch."""
@@ -85,6 +126,7 @@ class LogReader:
                     if err is not None and err.code() != KafkaError._PARTITION_EOF:
                         if err.fatal():
                             raise KafkaException(err)
+                        self._refused(err, msg.topic() or next(iter(pending))[0])
                         continue
                     pending.discard((msg.topic(), msg.partition()))
             out = {}
@@ -102,10 +144,15 @@ class LogReader:
             raise BrokerUnavailableError(self.settings.bootstrap_servers, self.timeout, exc) from exc
 
     def committed(self, group: str, tps: Iterable[TP]) -> dict[TP, int | None]:
-        """``group``'s committed offset of each partition (``None``: never committed)."""
+        """``group``'s committed offset of each partition (``None``: never committed).
+
+        Raises:
+            AuthorizationError: this principal may not describe ``group`` (a secured cluster).
+        """
         tps = list(tps)
         if not tps:
             return {}
+        self._check_group(group)
         consumer = Consumer(self.settings.kafka_config(**{"group.id": group, "enable.auto.commit": False}))
         deadline = time.monotonic() + self.timeout
         try:
@@ -124,6 +171,21 @@ class LogReader:
         finally:
             consumer.close()
         return {(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None for tp in answered}
+
+    def _check_group(self, group: str) -> None:
+        """On a secured cluster, refuse a group whose offsets this principal may not describe: without the grant
+        librdkafka finds no coordinator for it and only times out ("Failed to get committed offsets")."""
+        if not secured(self.settings.kafka):
+            return
+        future = self.admin.client.describe_consumer_groups([group], request_timeout=self.timeout)[group]
+        try:
+            future.result(self.timeout)
+        except KafkaException as exc:
+            refusal = refusal_in(exc, group, "DESCRIBE", self.principal)
+            if refusal is not None:
+                raise refusal from None
+        except FutureTimeout:
+            pass  # no answer is no refusal: the read below says what it finds
 
     def committed_topics(self, group: str) -> set[str]:
         """Topics ``group`` has committed offsets for (the broker's group offsets; empty when unsupported)."""
@@ -161,6 +223,7 @@ class LogReader:
                             return
                         if err.fatal():
                             raise KafkaException(err)
+                        self._refused(err, msg.topic() or tp[0])
                         continue
                     deadline = time.monotonic() + self.timeout
                     offset = msg.offset()

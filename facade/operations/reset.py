@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaError, KafkaException
 
 from rocketkafka.config import Settings
 from rocketkafka.errors import ConfigError, RocketKafkaError
@@ -28,6 +28,7 @@ from rocketkafka.operations.reading import LogReader
 from rocketkafka.ordering.commits import fenced
 from rocketkafka.ordering.locks import LockTable
 from rocketkafka.ordering.resets import OffsetResets
+from rocketkafka.refusals import principal_of, refusal_in
 from rocketkafka.topic_partition import TP
 
 #: How often the members are woken again while a reset waits for them (s).
@@ -164,8 +165,21 @@ def _await(settings: Settings, group: str, resets: OffsetResets, offsets: dict[T
 
 
 def _commit(settings: Settings, group: str, offsets: dict[TP, int], tokens: dict[TP, int]) -> None:
+    """Commit ``offsets`` for ``group`` with their fencing tokens.
+
+    Raises:
+        AuthorizationError: no ACL lets this principal commit for ``group`` (READ) or on the topic.
+    """
     consumer = Consumer(settings.kafka_config(**{"group.id": group, "enable.auto.commit": False}))
     try:
         consumer.commit(offsets=[fenced(tp, offset, tokens[tp]) for tp, offset in offsets.items()], asynchronous=False)
+    except KafkaException as exc:
+        topic = next(iter(offsets))[0]
+        code = exc.args[0].code() if exc.args and isinstance(exc.args[0], KafkaError) else None
+        refusal = refusal_in(exc, topic if code == KafkaError.TOPIC_AUTHORIZATION_FAILED else group, "READ",
+                             principal_of(settings.kafka))
+        if refusal is None:
+            raise
+        raise refusal from None
     finally:
         consumer.close()

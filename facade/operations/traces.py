@@ -41,7 +41,7 @@ def trace_of(settings: Settings, msg_id: str, progress: Progress | None = None) 
     """
     topic = settings.topics.trace()
     with LogReader(settings) as reader:
-        if not reader.admin.exists(topic):
+        if not reader.exists(topic):
             raise ConfigError(f"no trace topic {topic!r}: nothing was traced (Producer/PushConsumer(trace=True))")
         tps = reader.partitions(topic)
         tp = tps[trace_partition(msg_id, len(tps))]

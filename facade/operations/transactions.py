@@ -37,7 +37,7 @@ def pending_transactions(settings: Settings, producer_group: str | None = None) 
     topics = settings.topics
     now = int(time.time() * 1000)
     with LogReader(settings) as reader:
-        if not reader.admin.exists(topics.half()) or not reader.admin.exists(topics.op()):
+        if not reader.exists(topics.half()) or not reader.exists(topics.op()):  # hidden ones: refused, named
             return []
         halves, ops = reader.partitions(topics.half()), reader.partitions(topics.op())
         ends = reader.ends([*halves, *ops])

@@ -142,6 +142,7 @@ class DelayConfig(BaseSettings):
 
     @property
     def levels_ms(self) -> tuple[int, ...]:
+        """The level durations in milliseconds, level 1 first (``levels``)."""
         return self.levels
 
     def level_ms(self, level: int) -> int:
@@ -162,4 +163,5 @@ class DelayConfig(BaseSettings):
         }
 
     def describe(self) -> str:
+        """The levels as ``ROCKETKAFKA_DELAY_LEVELS`` writes them (``"1s 5s 10s ..."``)."""
         return " ".join(format_duration(ms) for ms in self.levels)

@@ -25,10 +25,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rocketkafka.errors import StackError
 from rocketkafka.user_cache import cache_root, file_lock, mvn_error
+
+if TYPE_CHECKING:
+    from rocketkafka.testing.secure import SecureMaterial
 
 #: The Apache Kafka release the embedded broker runs (and docker/compose.yaml's image tag follows).
 KAFKA_VERSION = "4.1.1"
@@ -131,12 +134,14 @@ class KafkaNodeSpec:
         return self.folder / "server.properties"
 
 
-def cluster_properties(node: KafkaNodeSpec, voters: list[KafkaNodeSpec]) -> str:
+def cluster_properties(node: KafkaNodeSpec, voters: list[KafkaNodeSpec], secure: SecureMaterial | None = None) -> str:
     """``server.properties`` of ``node`` in a cluster of ``voters``.
 
     One node: every internal topic has replication factor 1 and min ISR 1 (else
     ``init_transactions`` waits for replicas that do not exist). Three or more: replication
     factor 3 and ``min.insync.replicas=2``, as a production cluster would have.
+    ``secure``: one ``SASL_SSL`` listener for clients and brokers, controllers on SASL/PLAIN over
+    TLS, the ``StandardAuthorizer`` (see :mod:`rocketkafka.testing.secure`); no plaintext port.
     """
     size = len(voters)
     replicas = min(3, size)
@@ -171,6 +176,8 @@ def cluster_properties(node: KafkaNodeSpec, voters: list[KafkaNodeSpec]) -> str:
         "broker.session.timeout.ms": 6000,
         "broker.heartbeat.interval.ms": 1000,
     }
+    if secure is not None:
+        settings.update(secure.broker_properties(node.port, node.controller_port))
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 
 
@@ -197,15 +204,23 @@ def node_command(node: KafkaNodeSpec, libs: Path, quick_jit: bool = False) -> li
             "-cp", f"{libs}/*", "kafka.Kafka", str(node.properties_file)]
 
 
-def prepare_node(node: KafkaNodeSpec, voters: list[KafkaNodeSpec], cluster_id: str, libs: Path) -> None:
-    """Write ``node``'s config and format its storage (once: a restarted node keeps its log)."""
+def prepare_node(node: KafkaNodeSpec, voters: list[KafkaNodeSpec], cluster_id: str, libs: Path,
+                 secure: SecureMaterial | None = None) -> None:
+    """Write ``node``'s config and format its storage (once: a restarted node keeps its log).
+
+    ``secure``: the super user's SCRAM credential is created with the storage (``--add-scram``), and the
+    config, which holds passwords, is readable by its owner only.
+    """
     node.folder.mkdir(parents=True, exist_ok=True)
-    node.properties_file.write_text(cluster_properties(node, voters))
+    node.properties_file.touch(mode=0o600)
+    node.properties_file.chmod(0o600)
+    node.properties_file.write_text(cluster_properties(node, voters, secure))
     (node.folder / "log4j2.properties").write_text(_LOG4J2)
     if (node.folder / "data" / "meta.properties").exists():
         return
     done = subprocess.run([str(java_binary()), "-Xmx256m", "-cp", f"{libs}/*", "kafka.tools.StorageTool", "format",
-                           "-t", cluster_id, "-c", str(node.properties_file)],
+                           "-t", cluster_id, "-c", str(node.properties_file),
+                           *(secure.format_arguments() if secure is not None else ())],
                           capture_output=True, text=True, stdin=subprocess.DEVNULL)
     if done.returncode != 0:
         raise StackError(f"formatting Kafka node {node.node_id}'s storage failed: "
@@ -229,7 +244,7 @@ def new_cluster_id() -> str:
 WARM_UP_S = 4.0
 
 
-def warm_up(bootstrap_servers: str, seconds: float = WARM_UP_S) -> None:
+def warm_up(bootstrap_servers: str, seconds: float = WARM_UP_S, client_config: dict[str, Any] | None = None) -> None:
     """Drive the request paths the tests use (idempotent produce to several partitions with headers,
     fetch, offset commit) through a fresh cluster for ``seconds``, so the JIT has compiled them before
     the first test measures anything (with :data:`QUICK_JIT_FLAGS`, a few seconds are enough).
@@ -237,20 +252,20 @@ def warm_up(bootstrap_servers: str, seconds: float = WARM_UP_S) -> None:
     Measured on 2 cores (other work running, load 6-9), the delay levels test's traffic on a fresh
     broker: lateness p99 213 ms (forwarder's share 137 ms) with the default JIT, 156 ms (118 ms)
     with ``quick_jit``, 31 ms (14 ms) with ``quick_jit`` after this warm-up.
-    Its topic is deleted afterwards; a failure here only leaves the broker cold.
+    Its topic is deleted afterwards; a failure here only leaves the broker cold. ``client_config``: the
+    security settings of a user that may do all this (a secured stack's super user).
     """
     from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
     topic, partitions = f"rocketkafka-warm-up-{uuid.uuid4().hex[:6]}", 8
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0})
+    common = {"bootstrap.servers": bootstrap_servers, "log_level": 0, **(client_config or {})}
+    admin = AdminClient(common)
     producer = consumer = None
     try:
         admin.create_topics([NewTopic(topic, partitions)])[topic].result(30)
-        producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 1, "enable.idempotence": True,
-                             "log_level": 0})
-        consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": topic, "enable.auto.commit": False,
-                             "fetch.wait.max.ms": 5, "log_level": 0})
+        producer = Producer({**common, "linger.ms": 1, "enable.idempotence": True})
+        consumer = Consumer({**common, "group.id": topic, "enable.auto.commit": False, "fetch.wait.max.ms": 5})
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         deadline = time.monotonic() + seconds
         sent, committed = 0, 0.0
@@ -277,15 +292,17 @@ def warm_up(bootstrap_servers: str, seconds: float = WARM_UP_S) -> None:
         del admin
 
 
-def wait_ready(bootstrap_servers: str, brokers: int, timeout: float, alive: Callable[[], str | None]) -> None:
+def wait_ready(bootstrap_servers: str, brokers: int, timeout: float, alive: Callable[[], str | None],
+               client_config: dict[str, Any] | None = None) -> None:
     """Wait until the cluster's metadata lists ``brokers`` brokers (an open port is not enough).
 
-    ``alive`` returns why a node died, or ``None``; a dead node ends the wait at once.
+    ``alive`` returns why a node died, or ``None``; a dead node ends the wait at once. ``client_config``:
+    the security settings to ask with (a secured stack's super user).
     """
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap_servers, "socket.connection.setup.timeout.ms": 1000,
-                         "reconnect.backoff.max.ms": 200, "log_level": 0})
+                         "reconnect.backoff.max.ms": 200, "log_level": 0, **(client_config or {})})
     deadline = time.monotonic() + timeout
     seen = 0
     try:

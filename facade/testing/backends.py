@@ -8,7 +8,8 @@
 - ``embedded``: processes started by the test session itself (:class:`rocketkafka.testing.devstack.DevStack`):
   the Tansu broker and Redis nodes;
 - ``kafka``: the same with Apache Kafka (``ROCKETKAFKA_TEST_KAFKA_NODES`` nodes, default 1; see
-  :class:`KafkaBackend`).
+  :class:`KafkaBackend`); ``ROCKETKAFKA_TEST_SECURE=1`` secures it (SASL/SCRAM over TLS with ACLs,
+  Redis on TLS with ACL users: :mod:`rocketkafka.testing.secure`), and ``rk_settings`` are the super user's.
 
 Unset, it is ``external`` when the environment names a broker, else ``embedded``.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
+from typing import Any
 
 from rocketkafka.config import Settings
 from rocketkafka.errors import ConfigError
@@ -36,22 +38,34 @@ class Backend(ABC):
     name: str = "abstract"
 
     @abstractmethod
-    def start(self) -> None: ...
+    def start(self) -> None:
+        """Start the broker and Redis nodes, or check that the given ones answer."""
 
     @abstractmethod
-    def stop(self) -> None: ...
-
-    @property
-    @abstractmethod
-    def bootstrap_servers(self) -> str: ...
+    def stop(self) -> None:
+        """Stop what :meth:`start` started."""
 
     @property
     @abstractmethod
-    def redis_urls(self) -> list[str]: ...
+    def bootstrap_servers(self) -> str:
+        """The broker's ``bootstrap.servers``."""
+
+    @property
+    @abstractmethod
+    def redis_urls(self) -> list[str]:
+        """The Redis nodes' URLs."""
 
     def settings(self, **overrides) -> Settings:
-        """Client settings pointing at this backend."""
+        """Client settings pointing at this backend (with :meth:`client_config`'s security settings)."""
+        overrides.setdefault("kafka", self.client_config())
         return Settings(bootstrap_servers=self.bootstrap_servers, redis_urls=self.redis_urls, **overrides)
+
+    def client_config(self) -> dict[str, str]:
+        """Kafka client settings every client of this backend needs beside ``bootstrap.servers`` (security)."""
+        return {}
+
+    #: Whether the broker and Redis are secured (SASL_SSL with ACLs, Redis TLS with ACL users).
+    secure: bool = False
 
     #: Whether the pytest plugin deletes each test's topics after it (see :class:`KafkaBackend`).
     deletes_test_topics: bool = False
@@ -81,6 +95,21 @@ class Backend(ABC):
         if reason is not None:
             raise MissingCapability(self.name, capability, reason)
 
+    # -- users of a secured backend (tests declare rk_needs("secure")) --------------------
+    def add_kafka_user(self, user: str, password: str) -> None:
+        """Create the SCRAM user ``user`` (as the super user)."""
+        self.require(Capability.SECURE)
+
+    def add_redis_user(self, user: str, password: str, rule: list[str]) -> None:
+        """Create (reset) the Redis ACL user ``user`` with ``rule`` on every node (as ``admin``)."""
+        self.require(Capability.SECURE)
+
+    def user_settings(self, user: str, password: str, redis_user: str | None = None, redis_password: str | None = None,
+                      **overrides: Any) -> Settings:
+        """Client settings of the Kafka user ``user`` (and the Redis user ``redis_user``, default the same)."""
+        self.require(Capability.SECURE)
+        raise AssertionError("unreachable")
+
     # -- fault injection; backends that cannot do it say so (tests declare rk_needs and are skipped) ----
     def stop_redis(self, index: int) -> None:
         """Kill Redis node ``index``; its data is lost."""
@@ -95,6 +124,7 @@ class Backend(ABC):
         self.require(Capability.PAUSE_REDIS)
 
     def resume_redis(self, index: int) -> None:
+        """SIGCONT Redis node ``index``, which :meth:`pause_redis` paused."""
         self.require(Capability.PAUSE_REDIS)
 
     def pause_broker(self, index: int | None = None) -> None:
@@ -102,6 +132,7 @@ class Backend(ABC):
         self.require(Capability.PAUSE_BROKER)
 
     def resume_broker(self, index: int | None = None) -> None:
+        """SIGCONT the broker (or node ``index``) that :meth:`pause_broker` paused."""
         self.require(Capability.PAUSE_BROKER)
 
     def kill_broker(self, index: int = 0) -> None:
@@ -121,6 +152,11 @@ class Backend(ABC):
         """Index of the broker node that leads ``topic``'s ``partition`` (needs to know the nodes: kill-broker)."""
         self.require(Capability.KILL_BROKER)
         return 0
+
+
+def secure_requested() -> bool:
+    """Whether ``ROCKETKAFKA_TEST_SECURE`` asks for a secured backend."""
+    return os.environ.get("ROCKETKAFKA_TEST_SECURE", "") not in ("", "0", "false", "no")
 
 
 class EmbeddedBackend(Backend):
@@ -145,6 +181,34 @@ class EmbeddedBackend(Backend):
     @property
     def redis_urls(self) -> list[str]:
         return self.stack.redis_urls
+
+    def client_config(self) -> dict[str, str]:
+        return self.stack.client_config()
+
+    @property
+    def secure(self) -> bool:  # type: ignore[override]
+        return self.stack.secure
+
+    def missing(self, capability: Capability) -> str | None:
+        if capability is Capability.SECURE:
+            return None if self.stack.secure else (
+                f"the {self.name} backend is not secured (ROCKETKAFKA_TEST_BACKEND=kafka ROCKETKAFKA_TEST_SECURE=1)")
+        return super().missing(capability)
+
+    def add_kafka_user(self, user: str, password: str) -> None:
+        self.require(Capability.SECURE)
+        self.stack.add_kafka_user(user, password)
+
+    def add_redis_user(self, user: str, password: str, rule: list[str]) -> None:
+        self.require(Capability.SECURE)
+        self.stack.add_redis_user(user, password, rule)
+
+    def user_settings(self, user: str, password: str, redis_user: str | None = None, redis_password: str | None = None,
+                      **overrides: Any) -> Settings:
+        self.require(Capability.SECURE)
+        redis_urls = self.stack.user_redis_urls(redis_user or user, password if redis_password is None else redis_password)
+        return Settings(bootstrap_servers=self.bootstrap_servers, redis_urls=redis_urls,
+                        kafka=self.stack.user_config(user, password), **overrides)
 
     def stop_redis(self, index: int) -> None:
         self.stack.stop_redis(index)
@@ -179,11 +243,13 @@ class KafkaBackend(EmbeddedBackend):
     #: Tests delete what they made, so a fault test's restart stays within seconds.
     deletes_test_topics = True
 
-    def __init__(self, redis_nodes: int = 3, broker_nodes: int | None = None) -> None:
+    def __init__(self, redis_nodes: int = 3, broker_nodes: int | None = None, secure: bool | None = None) -> None:
         nodes = broker_nodes or int(os.environ.get("ROCKETKAFKA_TEST_KAFKA_NODES") or 1)
+        if secure is None:
+            secure = secure_requested()
         # quick_start: the tests time a broker that just started (C1 JIT, a few seconds of warm-up traffic)
         self.stack = DevStack(redis_nodes=redis_nodes, attached=True, broker="kafka", broker_nodes=nodes,
-                              quick_start=True)
+                              quick_start=True, secure=secure)
         self.faults = EmbeddedBackend.faults | {Capability.KILL_BROKER} | (
             {Capability.MULTI_BROKER} if nodes >= 3 else set())
 
@@ -215,7 +281,9 @@ class ExternalBackend(Backend):
     def __init__(self) -> None:
         self._settings = Settings()
         if not self._settings.bootstrap_servers or not self._settings.redis_urls:
-            raise ConfigError("external backend needs ROCKETKAFKA_BOOTSTRAP_SERVERS and ROCKETKAFKA_REDIS_URLS")
+            raise ConfigError("external backend needs ROCKETKAFKA_BOOTSTRAP_SERVERS and ROCKETKAFKA_REDIS_URLS "
+                              "(or a ROCKETKAFKA_CONFIG_FILE naming them)")
+        self.secure = self._settings.kafka.get("security.protocol", "PLAINTEXT").upper() != "PLAINTEXT"
 
     def start(self) -> None:
         pass
@@ -230,3 +298,6 @@ class ExternalBackend(Backend):
     @property
     def redis_urls(self) -> list[str]:
         return self._settings.redis_urls
+
+    def client_config(self) -> dict[str, str]:
+        return {key: value for key, value in self._settings.kafka.items() if isinstance(value, str)}

@@ -33,6 +33,7 @@ class Capability(str, enum.Enum):
     PAUSE_BROKER = "pause-broker"  # SIGSTOP / SIGCONT the broker
     KILL_BROKER = "kill-broker"  # SIGKILL a broker node and start it again with its log kept on disk
     MULTI_BROKER = "multi-broker"  # a cluster of 3+ brokers, replication factor 3: kill one (a leader) and go on
+    SECURE = "secure"  # SASL_SSL with ACLs, Redis TLS with ACL users; users of any role can be made (kafka backend)
     ADD_PARTITIONS = "add-partitions"  # broker feature: CreatePartitions (KIP-195) on a live topic
     DELETE_RECORDS = "delete-records"  # broker feature: DeleteRecords moves a partition's log start
     OFFSETS_BY_TIME = "offsets-by-time"  # broker feature: ListOffsets by time answers by record timestamps

@@ -37,6 +37,8 @@ from typing import Any
 from rocketkafka.config import Settings
 from rocketkafka.errors import StackError
 from rocketkafka.extras import require
+from rocketkafka.redaction import redact_url
+from rocketkafka.testing.secure import SecureMaterial, tls_redis_binary
 
 log = logging.getLogger(__name__)
 
@@ -129,22 +131,31 @@ class DevStack:
             traffic before :meth:`start` returns, so they answer at speed from the first test (see
             :func:`~rocketkafka.testing.apache_kafka.node_command`). The test backend's choice; ``dev up``
             and the benchmarks run the default JVM.
+        secure: Apache Kafka only: the secured stack of :mod:`rocketkafka.testing.secure` -- SASL/SCRAM over
+            TLS with ACLs, no plaintext port; Redis on TLS with ACL users (Debian's ``redis-server``, see
+            :func:`~rocketkafka.testing.secure.tls_redis_binary`). :meth:`client_config` and
+            :attr:`redis_urls` are the super user's; :meth:`user_config` / :meth:`user_redis_urls` another's.
     """
 
     def __init__(self, redis_nodes: int = 3, attached: bool = True, workdir: Path | None = None,
-                 broker: str = "tansu", broker_nodes: int = 1, quick_start: bool = False) -> None:
+                 broker: str = "tansu", broker_nodes: int = 1, quick_start: bool = False, secure: bool = False) -> None:
         if redis_nodes < 1:
             raise StackError("redis_nodes must be at least 1")
         if broker not in BROKERS:
             raise StackError(f"unknown broker {broker!r}: use {' or '.join(BROKERS)}")
         if broker_nodes < 1 or (broker == "tansu" and broker_nodes != 1):
             raise StackError(f"broker_nodes={broker_nodes}: Tansu runs one node, Apache Kafka one or more")
+        if secure and broker != "kafka":
+            raise StackError("the secured stack runs Apache Kafka (SASL/SCRAM over TLS, ACLs): use broker='kafka' "
+                             "(`--broker kafka --secure`)")
         self.redis_nodes = redis_nodes
         self.attached = attached
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="rocketkafka-"))
         self.broker_kind = broker
         self.broker_nodes = broker_nodes
         self.quick_start = quick_start
+        self.secure = secure
+        self.material: SecureMaterial | None = None
         self.brokers: list[Node] = []
         self.redis: list[Node] = []
         self._procs: dict[int, subprocess.Popen] = {}
@@ -154,12 +165,16 @@ class DevStack:
     def start(self) -> DevStack:
         """Start every process and wait until each answers on its port."""
         try:
+            if self.secure and self.material is None:
+                self.material = SecureMaterial.create(self.workdir / "secure")
+                self.material.save()
             self.brokers = self._start_kafka() if self.broker_kind == "kafka" else [self._start_tansu()]
             self.redis = [self._start_redis(i) for i in range(self.redis_nodes)]
         except BaseException:
             self.stop()
             raise
-        log.info("dev stack up: broker %s, redis %s", self.bootstrap_servers, self.redis_urls)
+        log.info("dev stack up: broker %s, redis %s%s", self.bootstrap_servers, [redact_url(u) for u in self.redis_urls],
+                 " (secured: SASL_SSL, Redis TLS + ACL users)" if self.secure else "")
         return self
 
     def stop(self) -> None:
@@ -238,7 +253,7 @@ class DevStack:
         if old.kind == "kafka":
             from rocketkafka.testing.apache_kafka import wait_ready
 
-            wait_ready(self.bootstrap_servers, len(self.brokers), timeout, self._dead_broker)
+            wait_ready(self.bootstrap_servers, len(self.brokers), timeout, self._dead_broker, self.client_config())
         else:
             _wait_port(old.port, 15, "tansu broker", proc)
 
@@ -246,7 +261,7 @@ class DevStack:
         """Index of the broker node leading ``topic``'s ``partition`` (node ids are index + 1 on Kafka)."""
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, **self.client_config()})
         try:
             meta = admin.list_topics(timeout=10)
         finally:
@@ -270,6 +285,7 @@ class DevStack:
     # -- addresses -----------------------------------------------------------------
     @property
     def bootstrap_servers(self) -> str:
+        """The brokers' ``bootstrap.servers``; :class:`StackError` when the stack is not running."""
         if not self.brokers:
             raise StackError("the dev stack is not running")
         return ",".join(node.url for node in self.brokers)
@@ -285,17 +301,67 @@ class DevStack:
 
     @property
     def redis_urls(self) -> list[str]:
+        """The Redis nodes' URLs; on a secured stack ``rediss://`` URLs of the ``admin`` user."""
+        if self.material is not None:
+            return [self.material.redis_url(node.port) for node in self.redis]
         return [node.url for node in self.redis]
 
+    def client_config(self) -> dict[str, str]:
+        """The Kafka client settings a client needs beside ``bootstrap.servers``: on a secured stack the super
+        user's SASL_SSL settings, else none."""
+        return self.material.kafka_client_config() if self.material is not None else {}
+
+    def user_config(self, user: str, password: str) -> dict[str, str]:
+        """The Kafka client settings of ``user`` on a secured stack (create it first: :meth:`add_kafka_user`)."""
+        return self._secured().kafka_client_config(user, password)
+
+    def user_redis_urls(self, user: str, password: str) -> list[str]:
+        """``rediss://`` URLs of the Redis ACL user ``user`` (create it first: :meth:`add_redis_user`)."""
+        material = self._secured()
+        return [material.redis_url(node.port, user, password) for node in self.redis]
+
+    def add_kafka_user(self, user: str, password: str) -> None:
+        """Create (or give a new password to) the SCRAM user ``user``, as the super user."""
+        from rocketkafka.operations.granting import create_scram_user
+
+        self._secured()
+        create_scram_user(self.settings(), user, password)
+
+    def add_redis_user(self, user: str, password: str, rule: list[str]) -> None:
+        """``ACL SETUSER user reset on >password *rule`` on every Redis node, as ``admin``: ``rule`` holds the
+        key patterns (``~rk:*``), channels (``&rk:*``) and commands (``+evalsha``)."""
+        import redis
+
+        self._secured()
+        for url in self.redis_urls:
+            with redis.Redis.from_url(url) as node:
+                node.execute_command("ACL", "SETUSER", user, "reset", "on", f">{password}", *rule)
+
+    def _secured(self) -> SecureMaterial:
+        if self.material is None:
+            raise StackError("this dev stack is not secured (DevStack(secure=True), `dev up --secure`)")
+        return self.material
+
+    def settings(self, **overrides: Any) -> Settings:
+        """Client settings for this stack (the super user's on a secured stack)."""
+        return Settings(bootstrap_servers=self.bootstrap_servers, redis_urls=self.redis_urls,
+                        kafka=self.client_config(), **overrides)
+
     def describe(self) -> dict:
-        """Addresses and pids, as recorded by ``dev up``."""
-        return {
+        """Addresses and pids, as recorded by ``dev up`` (no secret: a secured stack's Redis URLs without their
+        passwords, and the owner-only properties file that has them)."""
+        record: dict[str, Any] = {
             "broker": self.broker_version,
             "bootstrap_servers": self.bootstrap_servers,
-            "redis_urls": self.redis_urls,
+            "redis_urls": [redact_url(url) for url in self.redis_urls],
             "nodes": [asdict(n) for n in self.brokers + self.redis],
             "workdir": str(self.workdir),
         }
+        if self.material is not None:
+            config_file = self.material.write_client_properties(self.material.folder / "admin.properties",
+                                                                self.bootstrap_servers, self.redis_urls)
+            record.update(secure=self.material.describe(), config_file=str(config_file))
+        return record
 
     # -- internals -----------------------------------------------------------------
     def _spawn(self, args: list[str], log_name: str) -> subprocess.Popen:
@@ -338,49 +404,57 @@ class DevStack:
                  for i in range(self.broker_nodes)]
         cluster_id = ak.new_cluster_id()
         for spec in specs:
-            ak.prepare_node(spec, specs, cluster_id, libs)
+            ak.prepare_node(spec, specs, cluster_id, libs, self.material)
         self.brokers = []
         for i, spec in enumerate(specs):
             args = ak.node_command(spec, libs, quick_jit=self.quick_start)
             proc = self._spawn(args, f"kafka-{i}.log")
             self.brokers.append(Node("broker", spec.port, proc.pid, args, "kafka"))
-        ak.wait_ready(self.bootstrap_servers, len(specs), KAFKA_START_TIMEOUT_S, self._dead_broker)
+        ak.wait_ready(self.bootstrap_servers, len(specs), KAFKA_START_TIMEOUT_S, self._dead_broker, self.client_config())
         if self.quick_start:
-            ak.warm_up(self.bootstrap_servers)
+            ak.warm_up(self.bootstrap_servers, client_config=self.client_config())
         return self.brokers
 
     def _start_redis(self, index: int, port: int | None = None) -> Node:
         port = port or free_port()
         node_dir = self.workdir / f"redis-{index}"
         node_dir.mkdir(exist_ok=True)
-        args = [str(redis_binary()), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                "--dir", str(node_dir), "--daemonize", "no", "--protected-mode", "no"]
+        if self.material is not None:  # TLS only, ACL users: the passwords in an owner-only config file, not in argv
+            args = [str(tls_redis_binary()), str(self.material.redis_config(port, node_dir))]
+        else:
+            args = [str(redis_binary()), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                    "--dir", str(node_dir), "--daemonize", "no", "--protected-mode", "no"]
         proc = self._spawn(args, f"redis-{index}.log")
         _wait_port(port, 10, f"redis node {index}", proc)
         return Node("redis", port, proc.pid, args)
 
 
 def cluster_given() -> bool:
-    """Whether ``ROCKETKAFKA_BOOTSTRAP_SERVERS`` names a cluster to use instead of an embedded stack."""
-    return bool(os.environ.get("ROCKETKAFKA_BOOTSTRAP_SERVERS"))
+    """Whether ``ROCKETKAFKA_BOOTSTRAP_SERVERS`` (or the file ``ROCKETKAFKA_CONFIG_FILE`` names) names a cluster to
+    use instead of an embedded stack."""
+    from rocketkafka.config_file import config_file_values
+
+    return bool(os.environ.get("ROCKETKAFKA_BOOTSTRAP_SERVERS") or config_file_values().get("bootstrap_servers"))
 
 
 @contextlib.contextmanager
 def given_or_embedded(redis_nodes: int = 3, say: Callable[[str], Any] = print, broker: str | None = None,
-                      broker_nodes: int = 1) -> Iterator[tuple[Settings, DevStack | None]]:
+                      broker_nodes: int = 1, secure: bool = False) -> Iterator[tuple[Settings, DevStack | None]]:
     """The cluster of the ``ROCKETKAFKA_*`` settings, else a private embedded stack living for the block.
 
     Yields the settings and the stack (``None`` for a given cluster), for commands such as
     ``bench``, ``chaos`` and ``spark bench`` that must run with nothing set up beforehand.
-    ``broker`` (``tansu`` or ``kafka``) asks for an embedded stack of that broker even when a cluster is given.
+    ``broker`` (``tansu`` or ``kafka``) asks for an embedded stack of that broker even when a cluster is given;
+    ``secure`` for a secured one (Apache Kafka: SASL_SSL and ACLs, Redis on TLS with ACL users).
     """
-    if cluster_given() and broker is None:
+    if cluster_given() and broker is None and not secure:
         yield Settings.load(), None
         return
-    with DevStack(redis_nodes=redis_nodes, broker=broker or "tansu", broker_nodes=broker_nodes) as stack:
+    with DevStack(redis_nodes=redis_nodes, broker=broker or ("kafka" if secure else "tansu"), broker_nodes=broker_nodes,
+                  secure=secure) as stack:
         say(f"embedded stack: {stack.broker_version} at {stack.bootstrap_servers}, "
-            f"{len(stack.redis_urls)} Redis node(s)")
-        yield Settings(bootstrap_servers=stack.bootstrap_servers, redis_urls=stack.redis_urls), stack
+            f"{len(stack.redis_urls)} Redis node(s){', secured (SASL_SSL, ACLs; Redis TLS + ACL users)' if secure else ''}")
+        yield stack.settings(), stack
 
 
 def _distribution_version(name: str) -> str:
@@ -420,20 +494,24 @@ def _state_file() -> Path:
     return state_dir() / "dev-stack.json"
 
 
-def dev_up(redis_nodes: int = 3, broker: str = "tansu", broker_nodes: int = 1) -> dict:
+def dev_up(redis_nodes: int = 3, broker: str = "tansu", broker_nodes: int = 1, secure: bool = False) -> dict:
     """Start a detached stack and record it; returns its description.
 
-    Idempotent for the same broker; a running stack of another broker or size is stopped first.
+    Idempotent for the same broker; a running stack of another broker, size or security is stopped first.
     A Kafka cluster keeps its log under the state folder's ``dev-data`` until the next ``dev up``.
+    ``secure``: the secured stack (see :class:`DevStack`); its super user's settings are written to an
+    owner-only properties file, recorded as ``config_file`` (for ``ROCKETKAFKA_CONFIG_FILE``).
     """
     current = dev_status()
     wanted = [n for n in current.get("nodes", []) if n.get("role") == "broker"]
-    if current.get("running") and len(wanted) == broker_nodes and all(n.get("kind", "tansu") == broker for n in wanted):
+    if current.get("running") and len(wanted) == broker_nodes and bool(current.get("secure")) == secure \
+            and all(n.get("kind", "tansu") == broker for n in wanted):
         return current
     dev_down()
     workdir = state_dir() / "dev-data"
     shutil.rmtree(workdir, ignore_errors=True)  # a new cluster id: old Kafka logs would not match it
-    stack = DevStack(redis_nodes=redis_nodes, attached=False, workdir=workdir, broker=broker, broker_nodes=broker_nodes)
+    stack = DevStack(redis_nodes=redis_nodes, attached=False, workdir=workdir, broker=broker, broker_nodes=broker_nodes,
+                     secure=secure)
     stack.workdir.mkdir(parents=True, exist_ok=True)
     stack.start()
     record = stack.describe()

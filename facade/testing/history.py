@@ -50,6 +50,7 @@ class HistoryReport:
     overlaps: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
+        """The report in one line: expected, seen, calls, lost, duplicates, reorders, overlaps."""
         return (f"expected={self.expected} seen={self.seen_unique} calls={self.calls} lost={self.lost_count} "
                 f"duplicates={self.duplicate_count} (written twice: {self.written_twice}) reorders={len(self.reorders)} overlaps={len(self.overlaps)}")
 
@@ -63,6 +64,7 @@ class History:
         self._file = open(path, "a", buffering=1) if path else None
 
     def record(self, call: HandlerCall) -> None:
+        """Add one handler call (and append it to the file, if there is one)."""
         with self._lock:
             self.calls.append(call)
             if self._file:
@@ -73,6 +75,7 @@ class History:
         return _Recording(self, consumer, msg, key)
 
     def close(self) -> None:
+        """Close the JSON-lines file, if there is one."""
         if self._file:
             self._file.close()
 

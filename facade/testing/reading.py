@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import (OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaError, KafkaException, Message,
@@ -11,15 +12,18 @@ from confluent_kafka import (OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaEr
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 
-def read_all(bootstrap_servers: str, topic: str, timeout: float = 10.0) -> list[Any]:
+def read_all(bootstrap_servers: str, topic: str, timeout: float = 10.0,
+             config: Mapping[str, Any] | None = None) -> list[Any]:
     """Every record of ``topic`` from the beginning up to the high watermark seen with the fetches.
 
     The end comes from partition EOF events, which carry the fetched high watermark
-    (ListOffsets "latest" is unreliable on some brokers).
+    (ListOffsets "latest" is unreliable on some brokers). ``config``: more client settings (a secured
+    cluster's: ``Settings.client_properties()``).
     """
-    meta = AdminClient({"bootstrap.servers": bootstrap_servers}).list_topics(timeout=10).topics[topic]
+    extra = dict(config or {})
+    meta = AdminClient({**extra, "bootstrap.servers": bootstrap_servers}).list_topics(timeout=10).topics[topic]
     partitions = list(meta.partitions)
-    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": f"oracle-{uuid.uuid4().hex}",
+    consumer = Consumer({**extra, "bootstrap.servers": bootstrap_servers, "group.id": f"oracle-{uuid.uuid4().hex}",
                          "enable.auto.commit": False, "enable.partition.eof": True})
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
     records: list[Message] = []

@@ -9,7 +9,7 @@ import os
 
 from rocketkafka.errors import ConfigError
 from rocketkafka.extras import require
-from rocketkafka.testing.backends import Backend, EmbeddedBackend, ExternalBackend, KafkaBackend
+from rocketkafka.testing.backends import Backend, EmbeddedBackend, ExternalBackend, KafkaBackend, secure_requested
 
 #: The backend names ``--rk-backend`` and ``ROCKETKAFKA_TEST_BACKEND`` accept.
 BACKENDS = ("embedded", "kafka", "external", "testcontainers")
@@ -20,6 +20,9 @@ def select_backend(name: str | None = None) -> Backend:
     name = name or os.environ.get("ROCKETKAFKA_TEST_BACKEND") or (
         "external" if os.environ.get("ROCKETKAFKA_BOOTSTRAP_SERVERS") else "embedded"
     )
+    if secure_requested() and name not in ("kafka", "external"):
+        raise ConfigError(f"ROCKETKAFKA_TEST_SECURE=1 needs the kafka backend (SASL_SSL, ACLs; Redis TLS + ACL users), "
+                          f"not {name}: ROCKETKAFKA_TEST_BACKEND=kafka")
     if name == "embedded":
         return EmbeddedBackend()
     if name == "kafka":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -18,6 +19,7 @@ import click
 
 from rocketkafka import operations as ops
 from rocketkafka.schedule.levels import format_duration, parse_duration
+from rocketkafka.tools.acls_cli import deployment_from, deployment_options
 from rocketkafka.tools.settings import command_settings
 from rocketkafka.tools.spark_report import format_table
 
@@ -190,6 +192,52 @@ def internal_topics(as_json: bool) -> None:
     problems = [t.problem for t in found if t.problem]
     if problems and not as_json:
         click.echo("\n".join(problems))
+
+
+@admin.command("provision")
+@deployment_options
+@_json_option
+def provision(as_json: bool, **deployment_fields: Any) -> None:
+    """Create the deployment's internal topics that do not exist (the options as `rocketkafka acls` takes them).
+
+    Run it as the admin role, the one allowed to create topics: every other role then finds its topics and
+    needs no CREATE grant. The prefixes are the connection settings' (ROCKETKAFKA_TOPIC_PREFIX, ...).
+    """
+    settings = command_settings()
+    fields = {**deployment_fields, "topic_prefix": deployment_fields.get("topic_prefix") or settings.topic_prefix,
+              "redis_prefix": deployment_fields.get("redis_prefix") or settings.redis_prefix}
+    made = ops.provision_topics(settings, deployment_from(fields))
+    _show(made, as_json, lambda m: [{"topic": t, "status": "created" if new else "exists"} for t, new in m.items()],
+          "(no internal topics: the deployment uses none)")
+
+
+@admin.command("grant")
+@click.argument("role", type=click.Choice([r.value for r in ops.Role]))
+@click.argument("user")
+@deployment_options
+@click.option("--existing-user", is_flag=True, help="the SCRAM user exists: give it the ACLs and the Redis rule only")
+@click.option("--write-config", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="write USER's settings (brokers, TLS, Redis nodes, its name and password) to this owner-only "
+                   "properties file, for its ROCKETKAFKA_CONFIG_FILE")
+def grant(role: str, user: str, existing_user: bool, write_config: str | None, **deployment_fields: Any) -> None:
+    """Give USER the ROLE: a SCRAM credential, exactly the Kafka ACLs and the Redis rule `rocketkafka acls` prints.
+
+    Run it as the super user (ROCKETKAFKA_CONFIG_FILE). The password comes from ROCKETKAFKA_GRANT_PASSWORD or a
+    prompt, never the command line (which `ps` shows); the Redis ACL user gets the same name and password.
+    """
+    password = os.environ.get("ROCKETKAFKA_GRANT_PASSWORD") or click.prompt(
+        f"password for {user}", hide_input=True, confirmation_prompt=True, err=True)
+    settings = command_settings()
+    fields = {**deployment_fields, "topic_prefix": deployment_fields.get("topic_prefix") or settings.topic_prefix,
+              "redis_prefix": deployment_fields.get("redis_prefix") or settings.redis_prefix}
+    done = ops.grant_role(settings, role, deployment_from(fields), user, password, create_user=not existing_user)
+    click.echo(f"{done.principal} is {done.role.value}: {done.kafka_acls} Kafka ACL(s), the Redis rule on "
+               f"{done.redis_nodes} node(s)")
+    if write_config:
+        fd = os.open(write_config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(ops.user_properties(settings, user, password))
+        click.echo(f"{user}'s settings: {write_config} (owner-only): ROCKETKAFKA_CONFIG_FILE={write_config}")
 
 
 @admin.command("txn-pending")

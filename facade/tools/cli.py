@@ -20,12 +20,15 @@ import redis
 from confluent_kafka import KafkaError, KafkaException
 
 from rocketkafka.errors import RocketKafkaError
+from rocketkafka.refusals import GRANT_HINT, RESOURCE_OF
 from rocketkafka.logs import configure_logging
-from rocketkafka.tools.settings import apply_connection_flags, command_settings
+from rocketkafka.tools.settings import apply_connection_flags, command_settings, password_in_flags
 
 #: Subcommands that live in other modules, loaded only when run (keeps `dev up` fast, and a missing
 #: extra breaks only the command that needs it).
 _LAZY_COMMANDS = {
+    "acls": ("rocketkafka.tools.acls_cli", "acls",
+             "Print each role's least-privilege Kafka ACLs and Redis ACL rule for a deployment."),
     "admin": ("rocketkafka.tools.admin_cli", "admin", "Inspect and operate groups, locks, delays, transactions."),
     "bench": ("rocketkafka.tools.bench.cli", "bench", "Benchmarks beside raw confluent-kafka (figures, never pass/fail)."),
     "chaos": ("rocketkafka.tools.chaos.cli", "chaos", "Fault run over every feature, judged by a history checker."),
@@ -46,6 +49,8 @@ def describe_error(exc: BaseException) -> str:
     if isinstance(exc, RocketKafkaError):
         return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        if exc.args[0].code() in RESOURCE_OF:  # a refusal of a call we did not map: what is known of it
+            return f"Kafka refused it ({exc.args[0].name()}: {exc.args[0].str()}); {GRANT_HINT}"
         return f"Kafka: {exc.args[0].str()}"
     if isinstance(exc, redis.RedisError):
         return f"Redis: {exc}"
@@ -93,13 +98,17 @@ def _unavailable(name: str, summary: str, exc: ImportError) -> click.Command:
 @click.option("-b", "--bootstrap-servers", metavar="HOST:PORT[,...]",
               help="Kafka bootstrap servers [ROCKETKAFKA_BOOTSTRAP_SERVERS, else a live `dev up` stack]")
 @click.option("--redis", "redis_urls", metavar="URL[,URL...]",
-              help="Redis nodes of the lock table, comma separated [ROCKETKAFKA_REDIS_URLS]")
+              help="Redis nodes of the lock table, comma separated [ROCKETKAFKA_REDIS_URLS]; a URL with a password "
+                   "belongs in the variable or ROCKETKAFKA_CONFIG_FILE: `ps` shows flags to every user")
 @click.option("-v", "--verbose", count=True, help="-v: info logs and tracebacks; -vv: debug logs")
 @click.option("--log-format", type=click.Choice(["text", "json"]), envvar="ROCKETKAFKA_LOG_FORMAT",
               help="log lines as text or one JSON object each [ROCKETKAFKA_LOG_FORMAT, else text]")
 def main(bootstrap_servers: str | None, redis_urls: str | None, verbose: int, log_format: str | None) -> None:
     """RocketMQ semantics on Kafka: ordered consumption, delay levels, transactions, retry/DLQ."""
     configure_logging(logging.WARNING - 10 * min(verbose, 2), log_format)
+    warning = password_in_flags(redis_urls)
+    if warning is not None:  # once per command: it works, but the password is on the command line
+        click.echo(warning, err=True)
     click.get_current_context().call_on_close(apply_connection_flags(bootstrap_servers, redis_urls))
 
 
@@ -115,20 +124,30 @@ def dev() -> None:
                    "and Maven to fetch its jars once)")
 @click.option("--nodes", default=1, show_default=True, type=click.IntRange(1, 5),
               help="broker nodes (kafka only; 3 gives replication factor 3 and min.insync.replicas 2)")
-def dev_up_cmd(redis_nodes: int, broker: str, nodes: int) -> None:
+@click.option("--secure", is_flag=True,
+              help="kafka only: SASL/SCRAM over TLS with ACLs (no plaintext port), Redis on TLS with ACL users "
+                   "(needs Debian's redis-server 7); the super user's settings go to an owner-only properties file")
+def dev_up_cmd(redis_nodes: int, broker: str, nodes: int, secure: bool) -> None:
     """Start the stack in the background and record its addresses (later commands use it while it lives)."""
     from rocketkafka.testing.devstack import dev_up
 
     if broker == "tansu" and nodes != 1:
         raise click.BadParameter("Tansu runs one node; use --broker kafka for a cluster", param_hint="--nodes")
-    click.echo(f"starting the embedded stack ({broker}, {nodes} broker node(s), {redis_nodes} Redis node(s))...",
-               err=True)
-    record = dev_up(redis_nodes, broker=broker, broker_nodes=nodes)
+    if broker == "tansu" and secure:
+        raise click.BadParameter("the secured stack runs Apache Kafka: add --broker kafka", param_hint="--secure")
+    click.echo(f"starting the embedded stack ({broker}, {nodes} broker node(s), {redis_nodes} Redis node(s)"
+               f"{', secured' if secure else ''})...", err=True)
+    record = dev_up(redis_nodes, broker=broker, broker_nodes=nodes, secure=secure)
     click.echo(f"broker  {record['bootstrap_servers']} ({record.get('broker', broker)})")
     for url in record["redis_urls"]:
         click.echo(f"redis   {url}")
-    click.echo("export ROCKETKAFKA_BOOTSTRAP_SERVERS=%s ROCKETKAFKA_REDIS_URLS=%s"
-               % (record["bootstrap_servers"], ",".join(record["redis_urls"])))
+    if record.get("config_file"):  # the passwords stay in the file: nothing secret is printed
+        click.echo(f"super user {record['secure']['admin_user']}: settings in {record['config_file']} (owner-only), "
+                   f"CA {record['secure']['ca']}")
+        click.echo(f"export ROCKETKAFKA_CONFIG_FILE={record['config_file']}")
+    else:
+        click.echo("export ROCKETKAFKA_BOOTSTRAP_SERVERS=%s ROCKETKAFKA_REDIS_URLS=%s"
+                   % (record["bootstrap_servers"], ",".join(record["redis_urls"])))
 
 
 @dev.command("down")

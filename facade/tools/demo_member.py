@@ -1,9 +1,10 @@
 """One orderly member of the demo's crash step, in its own process so that the demo can SIGKILL it.
 
 Run as ``python -m rocketkafka.tools.demo_member '<json>'`` with the keys ``name``, ``group``,
-``topic``, ``settings`` (the stack's :class:`~rocketkafka.config.Settings` fields), ``options``
+``topic``, ``options``
 (:class:`~rocketkafka.ordering.options.ConsumerOptions` fields), ``handler_ms`` and ``history``
-(a JSON-lines file the handler appends each call to: :class:`~rocketkafka.testing.history.History`).
+(a JSON-lines file the handler appends each call to: :class:`~rocketkafka.testing.history.History`); the
+stack's :class:`~rocketkafka.config.Settings` come from the ``ROCKETKAFKA_*`` environment (never the command line).
 It prints ``ready`` once started and then runs until killed: it never leaves gracefully, so its
 locks stay in the table until their lease runs out, as after a real crash.
 """
@@ -21,7 +22,7 @@ from rocketkafka.testing.history import History
 
 
 def main(config: dict) -> None:
-    settings = Settings(**config["settings"])
+    settings = Settings.load()
     consumer = PushConsumer(config["group"], settings=settings, orderly=True, instance_name=config["name"],
                             **config["options"])
     history = History(config["history"])  # line-buffered: a SIGKILL loses at most the call in progress

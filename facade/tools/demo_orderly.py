@@ -44,10 +44,12 @@ class MemberProcess:
         self.history = workdir / f"{name}.jsonl"
         self.log = workdir / f"{name}.log"
         config = {"name": name, "group": group, "topic": topic, "handler_ms": HANDLER_MS, "history": str(self.history),
-                  "options": FAST, "settings": stage.settings.model_dump(mode="json", exclude_unset=True)}
+                  "options": FAST}
+        # the command line holds no secret (ps shows it): the settings go through the environment
         with open(self.log, "ab") as log:  # its own log stays off the demo's screen
             self.proc = subprocess.Popen([sys.executable, "-m", "rocketkafka.tools.demo_member", json.dumps(config)],
-                                         stdout=subprocess.PIPE, stderr=log, text=True)
+                                         stdout=subprocess.PIPE, stderr=log, text=True,
+                                         env=stage.settings.child_environment())
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         assert self.proc.stdout is not None

@@ -21,7 +21,6 @@ released, then the process exits 0.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import click
@@ -38,7 +37,14 @@ from rocketkafka.tools.settings import command_settings
 
 
 class ForwarderSettings(BaseSettings):
-    """Service settings of the forwarder (``ROCKETKAFKA_FORWARDER_*``)."""
+    """Service settings of the forwarder (``ROCKETKAFKA_FORWARDER_*``).
+
+    Parameters:
+        group: the forwarders' consumer group (instances of one group split the delay partitions).
+        consumer_options: ``ConsumerOptions`` fields for the forwarder's engine, e.g. lock timings (JSON).
+        metrics_port: serve Prometheus metrics on this port (else ``ROCKETKAFKA_METRICS_PORT``).
+        exactly_once: forward and commit in Kafka transactions (refused on a broker that cannot keep it).
+    """
 
     model_config = SettingsConfigDict(env_prefix="ROCKETKAFKA_FORWARDER_", extra="forbid")
 
@@ -105,9 +111,9 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
 
 def forwarder_environment(settings: Settings, consumer_options: dict[str, Any] | None = None,
                           base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment that makes ``rocketkafka delay-forwarder`` serve ``settings`` (tests, bench, chaos)."""
-    env = dict(os.environ if base is None else base)
-    env.update(settings.environment())
+    """The environment that makes ``rocketkafka delay-forwarder`` serve ``settings`` (tests, bench, chaos): the
+    settings, secrets included, go through the environment, never the command line (:meth:`Settings.child_environment`)."""
+    env = settings.child_environment(base)
     if consumer_options:
         env["ROCKETKAFKA_FORWARDER_CONSUMER_OPTIONS"] = json.dumps(consumer_options)
     return env

@@ -25,8 +25,9 @@ import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError
 
-from rocketkafka.errors import ConfigError
+from rocketkafka.errors import ConfigError, RedisAuthError
 from rocketkafka.logs import redact_url
+from rocketkafka.refusals import is_redis_permission, redis_credentials_reason, redis_refusal
 from rocketkafka.ordering.locks import scripts
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,14 @@ class LockNode:
         self.connection = pool.connection_class(**pool.connection_kwargs)
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"rk-lock-node{index}")
         self.answering = True  # for logging changes only
+        if url.startswith("rediss://"):  # a TLS handshake may outlast a round: made now, not in the first round
+            self.executor.submit(self._connect)
+
+    def _connect(self) -> None:
+        try:
+            self.connection.connect()
+        except (RedisError, OSError) as exc:  # the first round connects again, and says what fails
+            log.debug("redis node %s: connecting ahead failed: %s", self.name, exc)
 
     def call(self, script: str, command: list[bytes], deadline: float) -> Any:
         """Send a packed ``EVALSHA`` of ``script``; loads the script once when the node lost it (restart).
@@ -106,6 +115,8 @@ class LockNodes:
     def __init__(self, urls: Sequence[str], socket_timeout_ms: int) -> None:
         self.timeout_s = socket_timeout_ms / 1000
         self.nodes: list[LockNode] = []
+        #: nodes that refused us in the last round (``NOPERM``, credentials, TLS): name -> the error
+        self.refused: dict[str, BaseException] = {}
         try:
             for i, url in enumerate(urls):
                 self.nodes.append(LockNode(i, url, self.timeout_s))
@@ -124,7 +135,29 @@ class LockNodes:
         futures: list[Future] = [node.executor.submit(node.call, script, command, deadline)
                                  for node in self.nodes]
         wait(futures, timeout=max(0.0, deadline - time.monotonic()))
-        return [self._answer(node, future, script) for node, future in zip(self.nodes, futures)]
+        answers = [self._answer(node, future, script) for node, future in zip(self.nodes, futures)]
+        self.refused = {node.name: error for node, future in zip(self.nodes, futures)
+                        if future.done() and (error := future.exception()) is not None
+                        and (is_redis_permission(error) or redis_credentials_reason(error) is not None)}
+        return answers
+
+    def all_answered(self) -> bool:
+        """Whether every node answered the last round (refusing counts as an answer)."""
+        return all(node.answering or node.name in self.refused for node in self.nodes)
+
+    def undecided(self, quorum: int) -> bool:
+        """Whether nodes that did not answer the last round could still make it a refusal: fewer than ``quorum``
+        answered without refusing, and some did not answer at all (a TLS handshake still going, a node down)."""
+        granted = sum(1 for node in self.nodes if node.answering and node.name not in self.refused)
+        return granted < quorum and not self.all_answered()
+
+    def refusal(self, quorum: int, action: str, keys: Sequence[str], pattern: str) -> RedisAuthError | None:
+        """The error to raise when the last round's refusals leave no quorum (``NOPERM`` on a key or a
+        command, refused credentials or TLS: no wait mends them), naming ``keys`` and the ``pattern``
+        needed; ``None`` while a quorum may still answer."""
+        if not self.refused or len(self.refused) <= len(self.nodes) - quorum:
+            return None
+        return redis_refusal(self.refused, action, "EVALSHA", list(keys), pattern, next(iter(self.refused)))
 
     def _answer(self, node: LockNode, future: Future, script: str) -> Any:
         if not future.done():
@@ -134,7 +167,10 @@ class LockNodes:
             if problem is not None and not isinstance(problem, (RedisError, OSError)):
                 log.error("redis node %s: %s failed", node.name, script, exc_info=problem)
         if problem is not None and node.answering:
-            log.warning("redis node %s stopped answering the lock table (%s): %s", node.name, script, problem)
+            refused = isinstance(problem, BaseException) and (is_redis_permission(problem)
+                                                             or redis_credentials_reason(problem) is not None)
+            log.warning("redis node %s %s the lock table (%s): %s", node.name,
+                        "refused" if refused else "stopped answering", script, problem)
         elif problem is None and not node.answering:
             log.info("redis node %s answers the lock table again", node.name)
         node.answering = problem is None

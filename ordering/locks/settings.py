@@ -181,6 +181,7 @@ class Held:
 
     @property
     def tp(self) -> TP:
+        """The locked partition as a ``(topic, partition)`` pair."""
         return (self.topic, self.partition)
 
 

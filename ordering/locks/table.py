@@ -231,6 +231,7 @@ class LockTable:
         Raises:
             StateError: the table is closed.
             ValueError: a partition is not a ``(topic, partition)`` pair.
+            RedisPermissionError: so many nodes answered ``NOPERM`` that no quorum can (names the key pattern).
         """
         wanted = partition_pairs(partitions)
         if not wanted:
@@ -247,6 +248,7 @@ class LockTable:
             order = list(renewing) + fresh
             leases = {**renewing, **attempts}
             results, sent = self._claim([leases[tp] for tp in order])
+            self._check_refused(order, list(attempts.values()))
             deadline = valid_until(started, self.settings)
             votes = tally([r[0] if r else None for r in results], len(order))
             renewed, lost = self._settle(renewing, votes[:len(renewing)], sent, started, deadline)
@@ -343,6 +345,7 @@ class LockTable:
         with self._rounds:
             self._check_open()
             results = self._nodes.round("DESCRIBE", keys, [])
+            self._check_refused([tp], [])
         return agree([decode_entry(r) for r in results], self.quorum)
 
     def close(self, release: bool = True) -> None:
@@ -374,6 +377,16 @@ class LockTable:
     def _check_open(self) -> None:
         if self._closed:
             raise StateError(f"lock table of {self.owner!r} in group {self.group!r} is closed")
+
+    def _check_refused(self, tps: Sequence[TP], attempts: Sequence[_Lease]) -> None:
+        """Raise when so many nodes refused the last round that no quorum can answer (a user without the key
+        pattern: it gets no lock, and says why, rather than never winning one); ``attempts`` are released."""
+        refusal = self._nodes.refusal(self.quorum, f"the lock table of group {self.group!r}",
+                                      [self.keys.lock(self.group, *tp) for tp in tps[:1]],
+                                      f"{self.keys.prefix}:{{{self.group}}}:*")
+        if refusal is not None:
+            self._release(attempts)
+            raise refusal
 
     def _new_lease(self, tp: TP) -> _Lease:
         held = Held(tp[0], tp[1], fencing_token=0, acquired_at=0.0, valid_until=0.0)

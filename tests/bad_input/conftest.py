@@ -21,6 +21,7 @@ import pytest
 import redis
 from confluent_kafka import Producer as RawProducer
 
+from rocketkafka.names import Header
 from rocketkafka.testing.devstack import free_port, redis_binary
 from rocketkafka.testing.waiting import wait_for
 
@@ -30,6 +31,47 @@ FAST = dict(heartbeat_interval_ms=200, member_timeout_ms=2000, lock_lease_ms=300
             consume_from_where="CONSUME_FROM_FIRST_OFFSET")
 #: How long a bad call may take to be answered (s): an answer, never a hang.
 BOUND_S = 10.0
+
+#: 25 system headers a foreign producer may garble, as a new user tried them: (header, value, words of the
+#: dead-letter reason after "bad system header <header>: "). Each record carries one, so each reason names it.
+GARBAGE: list[tuple[str, bytes, str]] = [
+    (Header.TAGS, b"\xff\xfe", "not UTF-8"),
+    (Header.TAGS, b"\xc3\x28", "not UTF-8"),
+    (Header.KEYS, b"\xff", "not UTF-8"),
+    (Header.KEYS, b"order-1 \x80", "not UTF-8"),
+    (Header.MSG_ID, b"\xc3\x28", "not UTF-8"),
+    (Header.MSG_ID, b"\xff\xff\xff", "not UTF-8"),
+    (Header.RECONSUME_TIMES, b"-7", "-7 is outside 0..1000000"),
+    (Header.RECONSUME_TIMES, b" -3 ", "-3 is outside 0..1000000"),
+    (Header.RECONSUME_TIMES, b"abc", "b'abc' is not an integer"),
+    (Header.RECONSUME_TIMES, b"99999999999", "99999999999 is outside 0..1000000"),
+    (Header.RECONSUME_TIMES, b"", "b'' is not an integer"),
+    (Header.RECONSUME_TIMES, b"1.5", "b'1.5' is not an integer"),
+    (Header.RECONSUME_TIMES, b"\xff", "b'\\xff' is not an integer"),
+    (Header.BORN_TIMESTAMP, b"x", "b'x' is not an integer"),
+    (Header.BORN_TIMESTAMP, b"-1", "-1 is outside 0..4611686018427387904"),
+    (Header.BORN_TIMESTAMP, b"1e3", "b'1e3' is not an integer"),
+    (Header.BORN_TIMESTAMP, b"\xfe", "b'\\xfe' is not an integer"),
+    (Header.DELAY_LEVEL, b"\xff", "not UTF-8"),
+    (Header.DELIVER_AT, b"\xfe", "not UTF-8"),
+    (Header.REAL_TOPIC, b"\xff", "not UTF-8"),
+    (Header.PRODUCER_GROUP, b"\xfe", "not UTF-8"),
+    (Header.ORIGIN_TOPIC, b"\xff", "not UTF-8"),
+    (Header.LAST_ERROR, b"\xff", "not UTF-8"),
+    (Header.TRANSACTION, b"\xff", "not UTF-8"),
+    ("rk.SOMETHING_NEW", b"\xff", "not UTF-8"),
+]
+#: Headers that look odd but are readable: the record reaches the listener. A user property is the user's
+#: business whatever its bytes; a system header the consumer does not interpret (``DELAY``, kept on a
+#: delivered delayed message as provenance) only has to be UTF-8.
+READABLE: list[tuple[str, bytes | None]] = [
+    ("region", b"\xff\xfe"),
+    (Header.DELAY_LEVEL, b"99"),
+    ("rk.SOMETHING_NEW", b"1"),
+    (Header.TAGS, None),
+    (Header.TAGS, "标签".encode()),
+    (Header.RECONSUME_TIMES, b"0"),
+]
 
 
 @dataclass(frozen=True)

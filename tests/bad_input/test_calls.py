@@ -1,6 +1,6 @@
 """Bad input at the call, answered before anything touches a broker or Redis: one table, one row per mistake.
 
-Classes (README "Bad input"): the message, client construction and options (both doors), group and
+Classes (docs/guarantees/bad-input.md): the message, client construction and options (both doors), group and
 topic names, subscriptions (tag expressions, SQL selectors, listeners), delay settings, connection
 settings (URLs, prefixes), and the sidecars' options. Every row raises a named error whose message
 says what was wrong; none needs a broker (the address below is never dialled).

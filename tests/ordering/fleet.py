@@ -28,12 +28,13 @@ class Runner:
         self.history = directory / f"{name}.jsonl"
         self.gate = directory / f"{name}.gate"
         self.log = directory / f"{name}.log"
-        full = {"name": name, "group": group, "topic": topic, "bootstrap_servers": settings.bootstrap_servers,
-                "redis_urls": settings.redis_urls, "topic_prefix": settings.topic_prefix,
-                "redis_prefix": settings.redis_prefix, "history": str(self.history), "gate": str(self.gate), **config}
+        full = {"name": name, "group": group, "topic": topic, "history": str(self.history), "gate": str(self.gate),
+                **config}
+        # the connection goes through the environment: on a secured stack it holds passwords, which ps shows in argv
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "tests.ordering.runner", json.dumps(full)], cwd=ROOT,
-                                         stdout=subprocess.PIPE, stderr=log, text=True)
+                                         stdout=subprocess.PIPE, stderr=log, text=True,
+                                         env=settings.child_environment())
         self.killed_at: float | None = None
         self.stopped_at: float | None = None
         self.resumed_at: float | None = None

@@ -37,8 +37,7 @@ def main(config: dict) -> None:
     install_from_env()  # the clock-jump fault: ROCKETKAFKA_TEST_CLOCK_FILE, SIGUSR2
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"%(asctime)s {config['name']} %(threadName)s %(levelname)s %(name)s: %(message)s")
-    settings = Settings(bootstrap_servers=config["bootstrap_servers"], redis_urls=config["redis_urls"],
-                        topic_prefix=config["topic_prefix"], redis_prefix=config["redis_prefix"])
+    settings = Settings()  # ROCKETKAFKA_* from the parent (Runner): the connection, its secrets and the prefixes
     consumer = PushConsumer(config["group"], settings=settings, orderly=config.get("orderly", True),
                             instance_name=f"{config['name']}@{os.getpid()}",
                             exactly_once=config.get("exactly_once", False),

@@ -68,7 +68,7 @@ def test_exactly_once_is_refused_on_a_broker_whose_readers_see_aborted_records(r
 
 def _outputs(settings, topic: str) -> list[HandlerCall]:
     """The output topic as the history checker reads calls: one per output record, at its source's place."""
-    return output_calls(settings.bootstrap_servers, topic)
+    return output_calls(settings, topic)
 
 
 @pytest.mark.nemesis

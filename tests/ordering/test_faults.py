@@ -82,7 +82,7 @@ RESUME_SLACK_S = 0.1
 def _without_frozen_calls(calls: list[HandlerCall], runner: Runner) -> list[HandlerCall]:
     """Drop the calls the SIGSTOP froze: one that began before the stop and ends after it, and, per
     partition, at most the first call entering right after the resume -- the stop landed between
-    its lock check and its handler (README, Reliability: no client-side check closes that window).
+    its lock check and its handler (docs/guarantees/faults.md: no client-side check closes that window).
     Any other call of the stopped consumer stays, and is judged."""
     frozen = {id(c) for c in calls if c.consumer == runner.name and c.enter < runner.stopped_at < c.exit}
     elsewhere = {c.msg_id for c in calls if c.consumer != runner.name}  # a call the new owner made too

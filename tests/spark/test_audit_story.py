@@ -1,7 +1,7 @@
 """The audits on a topic the real stack filled: delayed messages through the delay forwarder, retries through a
 push consumer, transactional messages through the transaction producer. Every figure the audits print is checked
 against a count done without Spark (confluent-kafka reads of the same topics); the CLI's output is what the
-README's Spark section shows (run with ``-s`` to see it, or read ``$ROCKETKAFKA_STORY_OUT`` when set). It runs on
+Spark guide shows (docs/guides/spark.md, Audits) (run with ``-s`` to see it, or read ``$ROCKETKAFKA_STORY_OUT`` when set). It runs on
 both reader engines (Spark's JVM Kafka source and the Python one): the figures must be the same."""
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def test_audits_match_a_count_without_spark(spark, engine, rk_settings, tmp_path
     settings = rk_settings.model_copy(update={"delay": DelayConfig(levels=LEVELS, partitions=2)})
     bs = settings.bootstrap_servers
     tag = uuid.uuid4().hex[:4]
-    orders, rk_group = f"orders-{tag}", f"billing-{tag}"  # short names: the output goes into the README
+    orders, rk_group = f"orders-{tag}", f"billing-{tag}"  # short names: the output goes into the Spark guide
     TopicAdmin(settings).create(orders, partitions=4)
     forwarder = DelayForwarder(settings, consumer_options=FAST).start()
     seen: Counter = Counter()
@@ -163,7 +163,7 @@ def test_audits_match_a_count_without_spark(spark, engine, rk_settings, tmp_path
     levels = Counter(r.delay_level for r in view.where("deliver_timestamp IS NOT NULL").collect())
     assert levels == Counter(DELAYED.values())
 
-    # -- the CLI, as the README shows it ---------------------------------------------------
+    # -- the CLI, as the Spark guide shows it------------------------------------------------
     runner, outputs = CliRunner(), []
     commands = [
         ["audit-order", orders, retry_topic, "--sequence", "header:seq", "--strict"],

@@ -162,7 +162,7 @@ def _batches(produce, topic: str) -> tuple[int, int]:
 @pytest.mark.alone  # a stream of ours: Spark's fixed 10 s for its Python worker (conftest)
 def test_timestamp_options_are_served_with_offsets_for_times(spark, rk_topic, produce, source, tmp_path, monkeypatch):
     """Our reader checks the broker's offsets_for_times answer (Tansu answers 0 for a time after the last batch);
-    Spark's JVM source trusts it, so this test is the Python engine's (README: differences by design)."""
+    Spark's JVM source trusts it, so this test is the Python engine's (docs/guides/spark.md: differences by design)."""
     topic = rk_topic(partitions=2)
     monkeypatch.setenv("ROCKETKAFKA_SPARK_ENGINE", "python")
     t1, t2 = _batches(produce, topic)

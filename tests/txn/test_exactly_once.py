@@ -37,7 +37,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 EXACTLY_ONCE = os.environ.get("ROCKETKAFKA_TEST_EXACTLY_ONCE_OFF") != "1"
 PARTITIONS = 4
-#: The end writers' transaction timeout (librdkafka's default, 60 s: README, "What it costs") and a margin
+#: The end writers' transaction timeout (librdkafka's default, 60 s: docs/guides/exactly-once.md, "What it costs") and a margin
 HELD_AT_MOST_S = 90
 
 

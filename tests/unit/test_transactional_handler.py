@@ -194,3 +194,21 @@ def test_a_lane_a_rewind_cancelled_commits_nothing():
     cancelled.lane.cancelled = True  # the poll thread's rewind, while the lane still runs
     assert forwarding.lane_ended() == RETRY_PAUSE_MS
     assert txns.log[-1] == ("abort", TP) and outcome.settled.exception() is not None
+
+
+def test_a_write_refused_at_once_aborts_the_transaction_and_hands_its_records_again():
+    """A produce librdkafka refuses at once (no WRITE ACL) never enters the transaction: committing would move the
+    offset past a record written nowhere. The work's ack holds the failure when it returns: the transaction aborts."""
+    from rocketkafka.deliveries import BatchAck
+
+    class Refused(Forward):
+        def __call__(self, run, producer, start):
+            ack = BatchAck()
+            ack.track()  # one delivery still out
+            ack.track()(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED), None)  # one refused at once
+            return Outcome(run.stop - start, ack.close(), None)
+
+    txns = Transactions()
+    outcome = handler(Refused(), txns).handle(run(range(10, 15)))  # type: ignore[arg-type]
+    assert txns.log == [("begin", TP), ("abort", TP)]
+    assert outcome.handled == 0 and outcome.pause_ms == RETRY_PAUSE_MS

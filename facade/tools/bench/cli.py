@@ -1,9 +1,15 @@
 """``rocketkafka bench ...``: every benchmark prints its figures beside raw confluent-kafka where the issue asks.
 
-Runs against ``ROCKETKAFKA_BOOTSTRAP_SERVERS``/``ROCKETKAFKA_REDIS_URLS`` when set,
-else against a private embedded stack started for the run. ``bench all`` runs them
+Runs against ``ROCKETKAFKA_BOOTSTRAP_SERVERS``/``ROCKETKAFKA_REDIS_URLS`` (or ``ROCKETKAFKA_CONFIG_FILE``)
+when set, else against a private embedded stack started for the run (``--broker``; ``--secure``: a secured
+Apache Kafka stack, SASL/SCRAM over TLS with ACLs and Redis on TLS with ACL users). ``bench all`` runs them
 all and writes ``bench.json``, ``bench.png`` and ``bench.md``; ``bench show`` renders
 a ``bench.json`` again.
+
+Every client a benchmark makes, raw confluent-kafka contenders included, takes the full settings
+(security too, so ratios to raw stay fair on a secured cluster); child processes get them through
+the environment, never their command line; what is printed and written passes a
+:class:`~rocketkafka.tools.scrub.Scrubber` of the run's secrets.
 """
 
 from __future__ import annotations
@@ -20,34 +26,60 @@ from rocketkafka.tools.bench.report import print_rows
 from rocketkafka.tools.bench.rows import BenchRow
 from rocketkafka.config import Settings
 from rocketkafka.testing.devstack import cluster_given, given_or_embedded
+from rocketkafka.tools.scrub import Scrubber
+
+
+#: Hides the secrets of the run's settings in everything printed (set by :func:`bench_settings`).
+_scrub = Scrubber()
+
+
+def _say(text: str = "") -> None:
+    click.echo(_scrub(text))
 
 
 @contextlib.contextmanager
 def bench_settings() -> Iterator[Settings]:
-    """Settings of the given cluster, or of an embedded stack (of ``--broker``) that lives for the benchmark."""
-    broker, nodes = _chosen_broker()
-    with given_or_embedded(say=click.echo, broker=broker, broker_nodes=nodes) as (settings, _stack):
+    """Settings of the given cluster, or of an embedded stack (of ``--broker``, secured with ``--secure``) that
+    lives for the benchmark."""
+    global _scrub
+    broker, nodes, secure = _chosen_broker()
+    with given_or_embedded(say=click.echo, broker=broker, broker_nodes=nodes, secure=secure) as (settings, _stack):
+        _scrub = Scrubber(settings)  # kept after the block: lines printed once the stack is gone hide them too
         yield settings
 
 
-def _chosen_broker() -> tuple[str | None, int]:
-    """``--broker``/``--nodes`` of ``bench`` or of ``bench all`` (the nearer one wins)."""
+def _chosen_broker() -> tuple[str | None, int, bool]:
+    """``--broker``/``--nodes`` of ``bench`` or of ``bench all`` (the nearer one wins), and whether ``--secure``
+    was given to either.
+
+    Raises:
+        click.BadParameter: ``--secure`` with ``--broker tansu`` (the secured stack runs Apache Kafka).
+    """
     ctx: click.Context | None = click.get_current_context(silent=True)
+    broker, nodes, secure = None, 1, False
     while ctx is not None:
-        if ctx.params.get("broker"):
-            return ctx.params["broker"], ctx.params.get("nodes") or 1
+        secure = secure or bool(ctx.params.get("secure"))
+        if broker is None and ctx.params.get("broker"):
+            broker, nodes = ctx.params["broker"], ctx.params.get("nodes") or 1
         ctx = ctx.parent
-    return None, 1
+    if secure and broker == "tansu":
+        raise click.BadParameter("the secured stack runs Apache Kafka: use --broker kafka (or leave --broker out)",
+                                 param_hint="--secure")
+    return ("kafka" if secure and broker is None else broker), nodes, secure
 
 
 _BROKER_HELP = ("run on a private embedded stack of this broker (tansu, or kafka: Apache Kafka), even when "
                 "ROCKETKAFKA_BOOTSTRAP_SERVERS names a cluster [the given cluster, else tansu]")
+_SECURE_HELP = ("run on a private secured embedded stack (implies --broker kafka): SASL/SCRAM over TLS with ACLs, "
+                "Redis on TLS with ACL users (needs Debian's redis-server 7). A given secured cluster needs no flag: "
+                "its settings come from ROCKETKAFKA_CONFIG_FILE or ROCKETKAFKA_KAFKA + ROCKETKAFKA_REDIS_URLS")
 
 
 @click.group()
 @click.option("--broker", type=click.Choice(["tansu", "kafka"]), default=None, help=_BROKER_HELP)
 @click.option("--nodes", default=1, show_default=True, type=click.IntRange(1, 5), help="broker nodes (kafka only)")
-def bench(broker: str | None, nodes: int) -> None:
+@click.option("--secure", is_flag=True, help=_SECURE_HELP)
+def bench(broker: str | None, nodes: int, secure: bool) -> None:
     """Benchmarks (figures, never pass/fail)."""
 
 
@@ -59,7 +91,7 @@ def produce(count: int, rounds: int) -> None:
     from rocketkafka.tools.bench.produce import run
 
     with bench_settings() as settings:
-        print_rows(run(settings, count, rounds, click.echo), f"produce {count:,} x 100 B, {rounds} rounds", click.echo)
+        print_rows(run(settings, count, rounds, _say), f"produce {count:,} x 100 B, {rounds} rounds", _say)
 
 
 @bench.command("send-costs")
@@ -69,7 +101,7 @@ def send_costs(count: int, repeat: int) -> None:
     """Where a send's CPU time goes: each step alone, in µs per call, beside its raw floor (no broker used)."""
     from rocketkafka.tools.bench.send_costs import measure, table
 
-    click.echo(table(measure(count, repeat)))
+    _say(table(measure(count, repeat)))
 
 
 @bench.command()
@@ -83,8 +115,8 @@ def memory(records: int, seconds: float, handler_ms: float, orderly: bool) -> No
 
     with bench_settings() as settings:
         rows = run(settings, records=records, seconds=seconds, handler_ms=handler_ms, orderly=orderly,
-                   say=click.echo)
-        print_rows(rows, f"memory behind {records:,} records", click.echo)
+                   say=_say)
+        print_rows(rows, f"memory behind {records:,} records", _say)
 
 
 @bench.command()
@@ -101,8 +133,8 @@ def consume(count: int, rounds: int, modes: str) -> None:
         raise click.BadParameter(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(TARGETS)}",
                                  param_hint="--modes")
     with bench_settings() as settings:
-        print_rows(bench_consume(settings, count, rounds, chosen, click.echo), f"consume {count:,} records",
-                   click.echo)
+        print_rows(bench_consume(settings, count, rounds, chosen, _say), f"consume {count:,} records",
+                   _say)
 
 
 @bench.command()
@@ -114,8 +146,8 @@ def latency(rate: int, seconds: float, rounds: int) -> None:
     from rocketkafka.tools.bench.latency import bench_latency
 
     with bench_settings() as settings:
-        print_rows(bench_latency(settings, rate, seconds, rounds, click.echo), f"latency at {rate:,} msg/s",
-                   click.echo)
+        print_rows(bench_latency(settings, rate, seconds, rounds, _say), f"latency at {rate:,} msg/s",
+                   _say)
 
 
 @bench.command()
@@ -134,7 +166,7 @@ def orderly(keys: int, partitions: int, handler_ms: float, keyed_messages: int, 
         rows = bench_orderly(settings, keys=keys, partitions=partitions, handler_ms=handler_ms,
                              keyed_messages=keyed_messages, serial_messages=serial_messages,
                              threads=threads)
-        print_rows(rows, f"orderly: {partitions} partitions, {keys} keys", click.echo)
+        print_rows(rows, f"orderly: {partitions} partitions, {keys} keys", _say)
 
 
 @bench.command()
@@ -147,7 +179,7 @@ def txn(count: int, threads: int, unknown: int) -> None:
 
     with bench_settings() as settings:
         print_rows(bench_txn(settings, count, threads, unknown=unknown),
-                   f"transactions: {count:,} sends, {threads} threads", click.echo)
+                   f"transactions: {count:,} sends, {threads} threads", _say)
 
 
 @bench.command("delay")
@@ -168,8 +200,8 @@ def delay_cmd(rate: int, duration: float, levels: str, due_count: int, partition
     with bench_settings() as settings:
         result = bench_delay(settings, rate=rate, duration=duration, levels=levels, due_count=due_count,
                              partitions=partitions, forwarders=forwarders, rounds=rounds,
-                             lateness=part != "throughput", throughput=part != "lateness", log=click.echo)
-        print_delay_result(result, click.echo)
+                             lateness=part != "throughput", throughput=part != "lateness", log=_say)
+        print_delay_result(result, _say)
 
 
 @bench.command("exactly-once")
@@ -185,8 +217,8 @@ def exactly_once_cmd(due_count: int, count: int, rate: int, seconds: float, roun
 
     with bench_settings() as settings:
         print_rows(bench_exactly_once(settings, due_count=due_count, count=count, rate=rate, seconds=seconds,
-                                      rounds=rounds, batch=batch, log=click.echo),
-                   f"exactly once: {rounds} rounds, consumer batches of {batch}", click.echo)
+                                      rounds=rounds, batch=batch, log=_say),
+                   f"exactly once: {rounds} rounds, consumer batches of {batch}", _say)
 
 
 class _LazySparkBench(click.Command):
@@ -228,8 +260,9 @@ def _names(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
 @click.option("--markdown", is_flag=True, help="print the table as the README's markdown")
 @click.option("--broker", type=click.Choice(["tansu", "kafka"]), default=None, help=_BROKER_HELP)
 @click.option("--nodes", default=1, show_default=True, type=click.IntRange(1, 5), help="broker nodes (kafka only)")
+@click.option("--secure", is_flag=True, help=_SECURE_HELP)
 def all_cmd(scale: float, only: list[str], skip: list[str], out: Path, markdown: bool, broker: str | None,
-            nodes: int) -> None:
+            nodes: int, secure: bool) -> None:
     """Every benchmark on one stack: one table, OUT/bench.json, OUT/bench.png; exit 1 if one failed."""
     from rocketkafka.tools.bench.run_all import RunResult, broker_info, run_benches, select
     from rocketkafka.tools.bench.report import machine_info, report_dict, write_json
@@ -237,14 +270,15 @@ def all_cmd(scale: float, only: list[str], skip: list[str], out: Path, markdown:
     names = select(only, skip)
     if not names:
         raise click.UsageError("--only/--skip leave no benchmark to run")
-    embedded = not cluster_given() or _chosen_broker()[0] is not None
+    chosen = _chosen_broker()[0]
+    embedded = not cluster_given() or chosen is not None
     with bench_settings() as settings:
-        machine = machine_info(broker_info(settings, embedded, _chosen_broker()[0] or "tansu"))
+        machine = _scrub.tree(machine_info(broker_info(settings, embedded, chosen or "tansu")))
 
         def save(result: RunResult) -> None:  # after every benchmark: a late crash keeps the earlier figures
             write_json(out / "bench.json", report_dict(result.rows, machine, result.runs, scale))
 
-        result = run_benches(settings, names, scale, click.echo, after_each=save)
+        result = run_benches(settings, names, scale, _say, after_each=save)
     _render(result.rows, machine, out, markdown)
     if result.failed:
         click.secho(f"failed: {', '.join(result.failed)}", fg="red", err=True)
@@ -270,9 +304,9 @@ def _render(rows: list[BenchRow], machine: dict[str, Any], out: Path, markdown: 
     out.mkdir(parents=True, exist_ok=True)
     table = markdown_table(rows, machine)
     if markdown:
-        click.echo("\n" + table)
+        _say("\n" + table)
     else:
-        print_rows(rows, f"rocketkafka bench all, {machine_summary(machine)}", click.echo)
+        print_rows(rows, f"rocketkafka bench all, {machine_summary(machine)}", _say)
     (out / "bench.md").write_text(table)
     chart = bench_chart(rows, out / "bench.png", chart_title(machine))
-    click.echo(f"\nwrote {out / 'bench.json'}, {chart}, {out / 'bench.md'}")
+    _say(f"\nwrote {out / 'bench.json'}, {chart}, {out / 'bench.md'}")

@@ -22,7 +22,6 @@ for latency (``fetch.wait.max.ms=5``), plus 30 ms.
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import statistics
@@ -150,7 +149,7 @@ def _lateness(settings: Settings, result: DelayBenchResult, rate: int, duration:
     topic = f"bench-delay-{uuid.uuid4().hex[:6]}"
     TopicAdmin(run).create(topic, partitions=8)
     forwarder = ForwarderProcess(run, config, "lateness")
-    receiver = Receiver(run.bootstrap_servers, topic, 8)
+    receiver = Receiver(run, topic, 8)
     try:
         with Producer("bench-delay", settings=run) as producer:
             wait_forwarding(producer, receiver, forwarder, topic)
@@ -286,7 +285,7 @@ def _throughput_round(settings: Settings, count: int, partitions: int, log, forw
     pipe_rate = _pipe(run, level1, piped, count)
     processes = [ForwarderProcess(run, config, f"throughput-{i}") for i in range(forwarders)]
     try:
-        return pipe_rate, output_rate(run.bootstrap_servers, real, 8, count, timeout=120 + count / 2000)
+        return pipe_rate, output_rate(run, real, 8, count, timeout=120 + count / 2000)
     finally:
         for process in processes:
             process.stop()
@@ -297,9 +296,9 @@ def _pipe(settings: Settings, source: str, target: str, count: int) -> float:
     read by this process meanwhile (both then share the two cores with the same reader)."""
     partitions = TopicAdmin(settings).partitions(source)
     proc = subprocess.Popen([sys.executable, "-m", "rocketkafka.tools.bench.delay", source, str(partitions), target,
-                             str(count)], cwd=_REPO, env={**os.environ, **settings.environment()})
+                             str(count)], cwd=_REPO, env=settings.child_environment())
     try:
-        return output_rate(settings.bootstrap_servers, target, 8, count, timeout=60 + count / 2000)
+        return output_rate(settings, target, 8, count, timeout=60 + count / 2000)
     finally:
         try:
             proc.wait(60)
@@ -333,10 +332,10 @@ def run_pipe(settings: Settings, source: str, partitions: int, target: str, coun
         consumer.close()
 
 
-def output_rate(bootstrap: str, topic: str, partitions: int, count: int, timeout: float) -> float:
+def output_rate(settings: Settings, topic: str, partitions: int, count: int, timeout: float) -> float:
     """Records per second over the span of the first ``count`` output records' timestamps (waits for them)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rate-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False, "fetch.wait.max.ms": 10})
+    consumer = Consumer(settings.kafka_config(**{"group.id": f"rate-{uuid.uuid4().hex}", "enable.auto.commit": False,
+                                                 "fetch.wait.max.ms": 10}))
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     stamps: list[int] = []
     deadline = time.monotonic() + timeout
@@ -421,11 +420,11 @@ def _tempfile(name: str):
 class Receiver:
     """Records (receive time, message id, record timestamp) of everything arriving on a topic."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+    def __init__(self, settings: Settings, topic: str, partitions: int) -> None:
         self.arrivals: list[tuple[int, str, int]] = []
         self._stop = threading.Event()
-        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex}",
-                                   "enable.auto.commit": False, "fetch.wait.max.ms": 5})
+        self._consumer = Consumer(settings.kafka_config(**{"group.id": f"bench-{uuid.uuid4().hex}",
+                                                           "enable.auto.commit": False, "fetch.wait.max.ms": 5}))
         self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()

@@ -103,7 +103,7 @@ def _forwarder_rate(settings: Settings, count: int, exactly_once: bool) -> float
     time.sleep(config.levels[0] / 1000 + 0.5)  # all due now
     process = ForwarderProcess(run, config, "eos-throughput", exactly_once)
     try:
-        return output_rate(run.bootstrap_servers, real, PARTITIONS, count, timeout=120 + count / 1000)
+        return output_rate(run, real, PARTITIONS, count, timeout=120 + count / 1000)
     finally:
         process.stop()
 
@@ -114,7 +114,7 @@ def _forwarder_lateness(settings: Settings, rate: int, seconds: float, exactly_o
     real = f"bench-real-{uuid.uuid4().hex[:6]}"
     TopicAdmin(run).create(real, partitions=PARTITIONS)
     process = ForwarderProcess(run, config, "eos-lateness", exactly_once)
-    receiver = Receiver(run.bootstrap_servers, real, PARTITIONS)
+    receiver = Receiver(run, real, PARTITIONS)
     try:
         with Producer("bench-eos", settings=run) as producer:
             wait_forwarding(producer, receiver, process, real)
@@ -149,7 +149,7 @@ def _consumer_rate(settings: Settings, count: int, exactly_once: bool, batch: in
                 producer.poll(0)
         producer.flush(60)
     with _Pipeline(run, source, output, exactly_once, batch):
-        return output_rate(run.bootstrap_servers, output, PARTITIONS, count, timeout=120 + count / 500)
+        return output_rate(run, output, PARTITIONS, count, timeout=120 + count / 500)
 
 
 def _consumer_latency(settings: Settings, rate: int, seconds: float, exactly_once: bool,
@@ -160,7 +160,7 @@ def _consumer_latency(settings: Settings, rate: int, seconds: float, exactly_onc
     with _Pipeline(run, source, output, exactly_once, batch) as pipeline, \
             Producer("bench-eos", settings=run) as producer:
         pipeline.wait_assigned()
-        reader = _Arrivals(run.bootstrap_servers, output)
+        reader = _Arrivals(run, output)
         try:
             sent = _paced(rate, seconds, lambda: _timed_send(producer, source))
             reader.wait(len(sent), 60)
@@ -214,12 +214,12 @@ class _Pipeline:
 class _Arrivals:
     """``(send time, receive time)`` of every output record (its body is the send time, ms)."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, settings: Settings, topic: str) -> None:
         import threading
 
         self.latencies: list[tuple[int, int]] = []
-        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex}",
-                                   "enable.auto.commit": False, "fetch.wait.max.ms": 5})
+        self._consumer = Consumer(settings.kafka_config(**{"group.id": f"bench-{uuid.uuid4().hex}",
+                                                           "enable.auto.commit": False, "fetch.wait.max.ms": 5}))
         self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)

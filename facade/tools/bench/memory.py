@@ -90,10 +90,10 @@ def _consume(settings: Settings, topic: str, handler_ms: float, seconds: float, 
              options: dict[str, Any], say: Callable[[str], Any]) -> list[dict[str, float]]:
     """Run the child consumer; one sample per ``sample_s``: elapsed s, RSS MiB, handled, held."""
     status = Path(f"/tmp/rk-bench-memory-{uuid.uuid4().hex[:8]}.json")
-    spec = {"settings": settings.model_dump(mode="json"), "topic": topic, "handler_ms": handler_ms,
-            "orderly": orderly, "options": options, "status": str(status)}
+    # the spec on the command line holds no secret; the settings (passwords too) go through the environment
+    spec = {"topic": topic, "handler_ms": handler_ms, "orderly": orderly, "options": options, "status": str(status)}
     child = subprocess.Popen([sys.executable, "-m", "rocketkafka.tools.bench.memory", json.dumps(spec)],
-                             stdin=subprocess.DEVNULL)
+                             stdin=subprocess.DEVNULL, env=settings.child_environment())
     samples: list[dict[str, float]] = []
     try:
         _await_first_record(child, status, say)
@@ -183,7 +183,7 @@ def _child(spec: dict[str, Any]) -> None:
         time.sleep(pause)
         handled[0] += 1  # benign race between workers: a progress figure
 
-    consumer = PushConsumer(f"bench-memory-{os.getpid()}", settings=Settings(**spec["settings"]),
+    consumer = PushConsumer(f"bench-memory-{os.getpid()}", settings=Settings.load(),
                             orderly=spec["orderly"], consume_from_where="CONSUME_FROM_FIRST_OFFSET",
                             **{"metrics": True, **spec["options"]})
     consumer.subscribe(spec["topic"], handle)

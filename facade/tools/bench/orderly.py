@@ -39,6 +39,7 @@ from redis.exceptions import RedisError
 from redis.retry import Retry
 
 from rocketkafka.errors import LockError
+from rocketkafka.logs import redact_url
 from rocketkafka.names import RedisKeys
 from rocketkafka.ordering.locks import LockTable
 from rocketkafka.ordering.push_consumer import PushConsumer
@@ -257,6 +258,6 @@ def _delete_fences(redis_urls: list[str], names: list[str]) -> None:
             for i in range(0, len(names), 1000):
                 client.delete(*names[i:i + 1000])
         except RedisError as exc:
-            _log.debug("bench cleanup on %s failed: %s", url, exc)
+            _log.debug("bench cleanup on %s failed: %s", redact_url(url), exc)
         finally:
             client.close()

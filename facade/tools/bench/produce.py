@@ -24,7 +24,6 @@ stack of ``ROCKETKAFKA_*`` / ``rocketkafka dev up``).
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -174,9 +173,8 @@ def run_contender(name: str, settings: Settings, topic: str, n: int) -> float:
 
 # -- the driver ------------------------------------------------------------------------------------
 def _in_subprocess(name: str, settings: Settings, topic: str, n: int) -> float:
-    env = {**os.environ, **settings.environment()}
     out = subprocess.run([sys.executable, "-m", "rocketkafka.tools.bench.produce", "--child", name, "--topic", topic,
-                          "--n", str(n)], env=env, capture_output=True, text=True, timeout=600)
+                          "--n", str(n)], env=settings.child_environment(), capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(f"contender {name} failed: {out.stderr.strip()[-2000:]}")
     return float(json.loads(out.stdout.strip().splitlines()[-1])["rate"])

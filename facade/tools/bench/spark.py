@@ -149,20 +149,22 @@ def cold_audit_seconds(bootstrap_servers: str, topic: str, master: str, engine: 
 
 def bench_spark(bootstrap_servers: str, n: int = 1_000_000, size: int = 100, partitions: int = 8,
                 master: str = "local[2]", runs: int = 2, engine: str = "python", spark: Any = None,
-                echo: bool = False, audit_messages: int | None = None) -> dict[str, Any]:
+                echo: bool = False, audit_messages: int | None = None,
+                settings: Settings | None = None) -> dict[str, Any]:
     """Spark batch read rows/s beside raw confluent-kafka, on a fresh topic of ``n`` x ``size`` B.
 
     Returns the figures (``raw_rows_per_s``, ``session_start_s``, ``spark_cold_rows_per_s``,
     ``spark_rows_per_s``, ``ratio`` = warm Spark / raw, ``audit_cold_s``, ``audit_warm_s``, ...);
     ``echo`` prints them as a table. ``audit_messages`` (default ``min(n, 100_000)``; 0: no
-    audit figures) sizes the audit-order topic.
+    audit figures) sizes the audit-order topic. ``settings``: the full client settings of the cluster (a secured
+    one's security settings; ``bench all`` passes them), else those of ``bootstrap_servers`` alone.
     """
     from rocketkafka.spark.engine import choose_engine, read_messages
     from rocketkafka.spark.kafka_io import log_ends
     from rocketkafka.spark.options import parse_options
     from rocketkafka.spark.session import spark_session
 
-    settings = Settings(bootstrap_servers=bootstrap_servers)
+    settings = settings or Settings(bootstrap_servers=bootstrap_servers)
     admin = TopicAdmin(settings)
     topic = f"bench-spark-{uuid.uuid4().hex[:8]}"
     admin.create(topic, partitions=partitions)

@@ -7,13 +7,14 @@ checker are handled alike.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from rocketkafka.config import Settings
 
 
 @dataclass
@@ -22,8 +23,8 @@ class Managed:
 
     name: str
     role: str  # "consumer:<kind>", "forwarder", "checker"
-    argv: list[str]
-    env: dict[str, str]
+    argv: list[str]  # no secret: ``ps`` shows it to every user of the host
+    env: dict[str, str] = field(repr=False)  # the settings, passwords included (only the owner can read them)
     directory: Path
     ready_marker: str
     proc: subprocess.Popen | None = None
@@ -101,8 +102,9 @@ def python_module(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", module, *args]
 
 
-def child_environment(extra: dict[str, str]) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(extra)
+def child_environment(settings: Settings, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a service process of the run: ``settings`` (secrets included: the environment, never the
+    command line; :meth:`Settings.child_environment`), ``extra``, and unbuffered output for its log."""
+    env = settings.child_environment(**(extra or {}))
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env

@@ -21,6 +21,7 @@ from rocketkafka.tools.chaos.processes import Managed, child_environment, python
 from rocketkafka.tools.chaos.traffic import Traffic
 from rocketkafka.tools.chaos.verdict import Verdict, judge, output_calls
 from rocketkafka.tools.chaos.worker import WorkerSpec
+from rocketkafka.tools.scrub import Scrubber
 from rocketkafka.config import Settings
 from rocketkafka.testing.broker_probes import probe_add_partitions
 from rocketkafka.testing.capabilities import add_partitions
@@ -94,25 +95,26 @@ def run_chaos(base: Settings, plan: ChaosPlan, out: Path, redis: RedisControl | 
     delivered, handled = _histories(plan, out, "delivered"), _histories(plan, out, "handled")
     if Kind.EXACTLY_ONCE in plan.kinds:  # what a read_committed reader of the output sees: both views
         delivered[Kind.EXACTLY_ONCE.value] = handled[Kind.EXACTLY_ONCE.value] = \
-            output_calls(settings.bootstrap_servers, plan.output_topic)
+            output_calls(settings, plan.output_topic)
     verdict = judge(traffic.log.sent, traffic.log.failed, delivered, handled, nemesis.events, traffic_end)
-    (out / "verdict.json").write_text(json.dumps({"plan": json.loads(plan.model_dump_json()), **verdict.as_dict(),
-                                                  "trafficSeconds": round(traffic_seconds, 1),
-                                                  "faultsSkipped": nemesis.skipped,
-                                                  "kindsSkipped": skipped_kinds}, indent=2))
+    document = {"plan": json.loads(plan.model_dump_json()), **verdict.as_dict(),
+                "trafficSeconds": round(traffic_seconds, 1), "faultsSkipped": nemesis.skipped,
+                "kindsSkipped": skipped_kinds}
+    # a fault's error text may quote what a library said: no secret of the settings may reach the file
+    (out / "verdict.json").write_text(json.dumps(Scrubber(settings).tree(document), indent=2))
     return verdict
 
 
 def _consumer(settings: Settings, plan: ChaosPlan, kind: Kind, index: int, out: Path) -> Managed:
     name = f"{kind.value}-{index}"
     spec = WorkerSpec(name=name, kind=kind, group=plan.group(kind), topic=plan.topic(kind),
-                      settings=settings.model_dump(), options=plan.consumer_options(), directory=str(out),
+                      options=plan.consumer_options(), directory=str(out),
                       consuming_ttl_ms=plan.consuming_ttl_ms, slow_handler_ms=plan.slow_handler_ms,
                       output=plan.output_topic if kind is Kind.EXACTLY_ONCE else None)
     clock = out / f"{name}.clock"  # the clock-jump fault writes the offset here (rocketkafka.testing.clock)
     clock.write_text("0\n")
     return Managed(name, f"consumer:{kind.value}", python_module("rocketkafka.tools.chaos.worker", spec.model_dump_json()),
-                   child_environment({CLOCK_FILE_ENV: str(clock)}), out, "ready")
+                   child_environment(settings, {CLOCK_FILE_ENV: str(clock)}), out, "ready")
 
 
 def _partition_adder(settings: Settings, plan: ChaosPlan) -> tuple[Callable[[str, int], None] | None, str | None]:
@@ -128,7 +130,7 @@ def _partition_adder(settings: Settings, plan: ChaosPlan) -> tuple[Callable[[str
 def _forwarder(settings: Settings, plan: ChaosPlan, index: int, out: Path) -> Managed:
     from rocketkafka.tools.forwarder_cli import forwarder_environment
 
-    env = forwarder_environment(settings, plan.consumer_options(), base=child_environment({}))
+    env = forwarder_environment(settings, plan.consumer_options(), base=child_environment(settings))
     return Managed(f"forwarder-{index}", "forwarder", python_module("rocketkafka.tools.cli", "-v", "delay-forwarder"), env, out,
                    "running")
 
@@ -142,7 +144,7 @@ def _checker(settings: Settings, plan: ChaosPlan, out: Path) -> Managed:
                          "--lock-client-expiry-ms", str(o["lock_client_expiry_ms"]),
                          "--heartbeat-interval-ms", str(o["heartbeat_interval_ms"]),
                          "--member-timeout-ms", str(o["member_timeout_ms"]))
-    return Managed("checker", "checker", argv, child_environment(settings.environment()), out, "running")
+    return Managed("checker", "checker", argv, child_environment(settings), out, "running")
 
 
 def _drop_unsupported_kinds(settings: Settings, plan: ChaosPlan, say: Say) -> dict[str, str]:

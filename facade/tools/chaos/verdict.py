@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from statistics import median
 from typing import Any
 
+from rocketkafka.config import Settings
 from rocketkafka.tools.chaos.nemesis import FaultEvent
 from rocketkafka.tools.chaos.traffic import Sent
 from rocketkafka.testing.history import HandlerCall
@@ -125,13 +126,13 @@ def source_copy(msg: Any, output: str) -> tuple[Any, str]:
         "source": f"{msg.topic}:{msg.queue_id}:{msg.queue_offset}:{msg.id}"}), key
 
 
-def output_calls(bootstrap_servers: str, topic: str) -> list[HandlerCall]:
+def output_calls(settings: Settings, topic: str) -> list[HandlerCall]:
     """The exactly-once kind's output topic read read_committed, as calls at their sources' places (the
     ``source`` property: ``topic:partition:offset:id``), at the output record's time."""
     from rocketkafka.testing.reading import read_all
 
     calls = []
-    for record in read_all(bootstrap_servers, topic, timeout=60):
+    for record in read_all(settings.bootstrap_servers, topic, timeout=60, config=settings.client_properties()):
         source = dict(record.headers() or []).get("source")
         if source is None:
             continue

@@ -1,6 +1,7 @@
 """One chaos consumer process: a PushConsumer for one kind of traffic, recording what its handlers saw.
 
-Run as ``python -m rocketkafka.tools.chaos.worker '<json>'`` (see :class:`WorkerSpec`). Every
+Run as ``python -m rocketkafka.tools.chaos.worker '<json>'`` (see :class:`WorkerSpec`), with the cluster's
+settings in the ``ROCKETKAFKA_*`` environment (secrets never go on a command line). Every
 delivery to the listener is recorded twice over: ``<name>.delivered.jsonl`` before the
 idempotent-consume helper (what RocketMQ's at-least-once delivery gives) and
 ``<name>.handled.jsonl`` inside it (what the application's code ran). The exactly-once kind has no
@@ -29,13 +30,13 @@ from rocketkafka.testing.history import History
 
 
 class WorkerSpec(BaseModel):
-    """Everything a worker needs, passed as one JSON argument."""
+    """Everything a worker needs but its settings (those come from the environment), passed as one JSON argument
+    (``ps`` shows it: nothing secret)."""
 
     name: str
     kind: Kind
     group: str
     topic: str
-    settings: dict  # Settings fields
     options: dict  # ConsumerOptions fields
     directory: str
     consuming_ttl_ms: int
@@ -60,7 +61,7 @@ def main(spec: WorkerSpec) -> None:
     order_key = ORDER_KEYS.get(spec.kind)
     options = {**spec.options, "order_key": order_key} if order_key else dict(spec.options)
     options.setdefault("consume_from_where", "CONSUME_FROM_FIRST_OFFSET")  # a fresh topic: nothing sent may be missed
-    consumer = PushConsumer(spec.group, settings=Settings(**spec.settings), orderly=order_key is not None,
+    consumer = PushConsumer(spec.group, settings=Settings.load(), orderly=order_key is not None,
                             instance_name=f"{spec.name}@{os.getpid()}", exactly_once=spec.output is not None,
                             **options)
     delivered = History(os.path.join(spec.directory, f"{spec.name}.delivered.jsonl"))
