@@ -39,7 +39,8 @@ class State(enum.Enum):
 class Health:
     """A snapshot for probes and dashboards: the state, the failure if any, what is owned, and the refusals
     the process is waiting out (``refused``: a write or read no ACL allows any more, retried where it is;
-    :data:`rocketkafka.refusals.REFUSALS`)."""
+    :data:`rocketkafka.refusals.REFUSALS`, one per process: each component's health lists every component's,
+    each naming its component and principal)."""
 
     state: State
     error: BaseException | None

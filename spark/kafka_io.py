@@ -39,6 +39,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from rocketkafka.connection_check import authentication_error
 from rocketkafka.errors import AuthenticationError, TopicNotFoundError
+from rocketkafka.refusals import secured
 from rocketkafka.spark.errors import DataLossError, KafkaAuthorizationError, KafkaReadError, SourceOptionError
 from rocketkafka.spark.options import SourceOptions
 from rocketkafka.spark.schema import kafka_schema
@@ -132,11 +133,6 @@ def _group_refused(options: SourceOptions) -> None:
                 "broker's denials", kind, prefix, kind, prefix)
 
 
-def _secured(options: SourceOptions) -> bool:
-    protocol = str(options.kafka_params.get("security.protocol", "plaintext")).strip().lower()
-    return protocol not in ("", "plaintext")
-
-
 def discover(consumer: Consumer, options: SourceOptions, timeout: float = 10.0) -> list[TP]:
     """The partitions the source reads now, sorted; never auto-creates a topic.
 
@@ -184,7 +180,7 @@ def _hidden_or_missing(consumer: Consumer, options: SourceOptions, name: str, ti
     for by name: consumers never ask for auto-creation, and Apache Kafka honours that, but Tansu creates
     any topic asked for by name (DESIGN §4).
     """
-    if _secured(options):
+    if secured(options.kafka_params):
         try:
             meta = consumer.list_topics(topic=name, timeout=timeout).topics.get(name)
         except KafkaException:

@@ -15,6 +15,7 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
+from rocketkafka.config import Settings
 from rocketkafka.operations.acl_output import DEFAULT_PRINCIPAL_FORMAT, permissions_json, render_text
 from rocketkafka.operations.permissions import Deployment, Role, all_permissions
 from rocketkafka.validation import validation_summary
@@ -58,14 +59,18 @@ def deployment_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def deployment_from(fields: dict[str, Any]) -> Deployment:
-    """The :class:`Deployment` of the options (prefixes from ``ROCKETKAFKA_*`` when not given).
+    """The :class:`Deployment` of the options (prefixes, when not given, from the settings: ``ROCKETKAFKA_*``
+    variables, then ``ROCKETKAFKA_CONFIG_FILE``).
 
     Raises:
         click.BadParameter: a name is not valid.
+        ConfigError: the settings' sources are not valid.
     """
     values = {k: v for k, v in fields.items() if v is not None}
-    values.setdefault("topic_prefix", os.environ.get("ROCKETKAFKA_TOPIC_PREFIX") or None)
-    values.setdefault("redis_prefix", os.environ.get("ROCKETKAFKA_REDIS_PREFIX") or None)
+    if values.get("topic_prefix") is None or values.get("redis_prefix") is None:
+        settings = Settings()
+        values.setdefault("topic_prefix", settings.topic_prefix)
+        values.setdefault("redis_prefix", settings.redis_prefix)
     values = {k: tuple(v) if isinstance(v, (list, tuple)) else v for k, v in values.items() if v is not None}
     try:
         return Deployment(**values)

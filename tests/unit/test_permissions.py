@@ -388,6 +388,19 @@ def test_acls_prints_without_a_broker(monkeypatch):
     assert "# == producer" not in result.output
 
 
+def test_acls_takes_the_prefixes_of_the_config_file(monkeypatch, tmp_path):
+    path = tmp_path / "client.properties"
+    path.write_text("rocketkafka.topic.prefix=tenant2\nrocketkafka.redis.prefix=t2\n")
+    path.chmod(0o600)
+    for name in ("ROCKETKAFKA_TOPIC_PREFIX", "ROCKETKAFKA_REDIS_PREFIX", "ROCKETKAFKA_BOOTSTRAP_SERVERS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ROCKETKAFKA_CONFIG_FILE", str(path))
+    result = CliRunner().invoke(main, ["acls", "--topic", "orders", "--consumer-group", "billing",
+                                       "--role", "push-consumer", "--principal", "push-consumer=User:bill"])
+    assert result.exit_code == 0, result.output
+    assert "--topic tenant2.dlq.billing" in result.output and "'~t2:{billing}:members'" in result.output
+
+
 def test_acls_as_json_for_every_role():
     result = CliRunner().invoke(main, ["acls", "--topic-prefix", "tenant1", "--redis-prefix", "t1", "--topic", "orders",
                                        "--user-topic-prefix", "audit.", "--consumer-group", "billing",
