@@ -322,7 +322,8 @@ class DelayForwarder(EngineStatus):
     def _serve_deliveries(self, admin: TopicAdmin) -> None:
         """Serve the producer's delivery reports (the batches' acks) until closed; refresh partition counts.
 
-        The thread owns ``admin`` from here on, and closes it when it ends.
+        The thread owns ``admin`` from here on, and closes it when it ends (exactly once, the workers also ask it
+        which topic a refused transaction wrote; one still running after that learns nothing, and says so).
         """
         assert self._sender is not None
         refresh_at = time.monotonic() + METADATA_REFRESH_S

@@ -91,6 +91,9 @@ def config_file_values() -> dict[str, Any]:
         mode = path.stat().st_mode
     except OSError as exc:
         raise ConfigError(f"{CONFIG_FILE_ENV}={name}: cannot read it ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{CONFIG_FILE_ENV}={name}: not UTF-8 text (write \\uXXXX escapes for other "
+                          "characters, as Java's properties files do)") from None
     if mode & (stat.S_IRGRP | stat.S_IROTH) and path not in _warned:
         _warned.add(path)
         log.warning("%s is readable by other users than its owner: if it holds passwords, `chmod 600 %s`",

@@ -37,6 +37,8 @@ _TELLING = re.compile(r"SASL authentication|Authentication failed|SASL mechanism
 #: librdkafka log lines that tell no broker could be reached at all (nothing listens, no such host).
 _UNREACHABLE = re.compile(r"Connect to .* failed|Connection refused|Failed to resolve|Name or service not known",
                           re.I)
+#: A librdkafka line of a connection the server closed at our first request (one line, not two lines apart).
+_DROPPED_AT_FIRST_REQUEST = re.compile(r"Disconnected.*in state APIVERSION_QUERY")
 #: Seconds our own TLS handshake with the broker may take.
 PROBE_TIMEOUT_S = 3.0
 #: OpenSSL's verify codes for a certificate that does not name the host (DNS name, e-mail, IP address).
@@ -135,9 +137,10 @@ def authentication_error(lines: list[str], config: Mapping[str, Any], bootstrap_
     address = first_address(bootstrap_servers)
     if "SSL handshake failed" in telling or "SSL_HANDSHAKE" in telling:
         return _tls_error(where, last, config, address, bootstrap_servers, principal)
-    if re.search(r"Disconnected.*in state APIVERSION_QUERY", telling) and protocol in ("PLAINTEXT", "SASL_PLAINTEXT") and address is not None \
-            and speaks_tls(*address):  # a broker restarting may have dropped us (no refusal: wait for it); a
-        # server that answers TLS and then closes our plaintext request at once is a TLS listener
+    dropped = any(_DROPPED_AT_FIRST_REQUEST.search(line) for line in lines)
+    if dropped and protocol in ("PLAINTEXT", "SASL_PLAINTEXT") and address is not None and speaks_tls(*address):
+        # a server that answers TLS and closes our plaintext request at once is a TLS listener (a port that
+        # speaks no TLS: a broker restarting may have dropped us, no refusal: wait for it)
         return AuthenticationError(
             f"{where} closed the connection at the first request: it expects TLS (it answers a TLS handshake), and "
             f"this client's security.protocol is {protocol}; set security.protocol (SASL_SSL or SSL, with "

@@ -285,8 +285,8 @@ class TopicsNotCreatedError(AuthorizationError, ConfigError):
     def __init__(self, topics: list[str], message: str, principal: str | None = None) -> None:
         AuthorizationError.__init__(self, "kafka", "TOPIC_AUTHORIZATION_FAILED", "topic", ", ".join(topics), "CREATE",
                                     principal, hint="create them first with a principal that may")
-        self.message = message
-        Exception.__init__(self, message)
+        self.message = redact_url(message)
+        Exception.__init__(self, self.message)
         self.topics = list(topics)
 
 

@@ -150,7 +150,7 @@ class SampledWarning:
                 level = logging.WARNING
                 more = f" ({self._since - 1} more like it since the last warning)" if self._since > 1 else ""
                 self._since, self._told_at = 0, now
-        self.logger.log(level, msg + more.replace("%", "%%"), *args, **kwargs)
+        self.logger.log(level, msg + more, *args, stacklevel=2, **kwargs)
 
 
 #: Kafka client settings whose values are secrets (librdkafka's sensitive properties and their kin).

@@ -61,7 +61,7 @@ class TopicListing:
         with self._cond:
             if self._refused is not None:
                 if asked_at - self._refused_at < REFUSED_RECHECK_S:
-                    raise self._refused
+                    raise self._refused.with_traceback(None)  # no frames of earlier callers kept
                 self._refused = None  # long enough ago: ask again
             if self._failing_since is not None:
                 self._ask(topic)
@@ -75,7 +75,7 @@ class TopicListing:
                     return None
                 self._cond.wait(left)
             if self._refused is not None:
-                raise self._refused
+                raise self._refused.with_traceback(None)
             if self._listed is None or self._listed_at < asked_at:
                 return None
             count = self._listed.get(topic)

@@ -385,8 +385,8 @@ class OwnershipEngine:
         if not wanted:
             return
         won = holdings.lock(self, wanted)
-        if won is None:  # Redis refused our user the lock table's keys: ask again soon
-            self._due["rebalance"] = time.monotonic() + 1.0
+        if won is None:  # Redis refused our user the lock table's keys: ask again in a second, not every 50 ms
+            self._due["rebalance"] = self._due["acquire"] = time.monotonic() + 1.0
             self._pending = wanted
             return
         if won:

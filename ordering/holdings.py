@@ -22,7 +22,7 @@ from typing import Protocol
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from rocketkafka.errors import RedisPermissionError
+from rocketkafka.errors import RedisAuthError
 from rocketkafka.ordering.locks import LockTable
 from rocketkafka.ordering.metrics import ConsumerMetrics
 from rocketkafka.ordering.owned import OwnedLock, shared_numbers
@@ -62,13 +62,13 @@ class Holder(Protocol):
 
 def lock(engine: Holder, wanted: set[TP]) -> dict[TP, int | None] | None:
     """Lock ``wanted`` (all of them, without a lock table): the fencing token of each won; ``None`` when Redis
-    refused our user the lock table's keys (NOPERM: told once a minute and in the health, not raised -- the poll
-    thread waits for the grant, as for Kafka's)."""
+    refused our user (the lock table's keys, NOPERM; or its password, rotated while we run): told once a minute
+    and in the health, not raised -- the poll thread waits for the grant, as for Kafka's."""
     if engine._locks is None:
         return {tp: None for tp in wanted}
     try:
         return {tp: held.fencing_token for tp, held in engine._locks.lock_batch(wanted).items()}
-    except RedisPermissionError as exc:
+    except RedisAuthError as exc:
         REFUSALS.note(exc, f"{engine.name}: locking")
         return None
 

@@ -41,7 +41,7 @@ from rocketkafka.errors import AuthorizationError
 from rocketkafka.exactly_once import writing_into
 from rocketkafka.ordering.lanes import Outcome, Run
 from rocketkafka.ordering.transactions import PartitionTransactions
-from rocketkafka.refusals import is_authorization, kafka_refusal
+from rocketkafka.refusals import REFUSALS, is_authorization, kafka_refusal
 from rocketkafka.topic_partition import TP
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,8 @@ COMMIT_INTERVAL_S = 0.1
 COMMIT_MAX_RECORDS = 5_000
 #: Milliseconds a partition waits after a failed transaction before its records are tried again.
 RETRY_PAUSE_MS = 500
+#: Milliseconds a partition waits at most after writes refused at once in a row (the settlement's bound too).
+REFUSED_PAUSE_MAX_MS = 5_000
 #: Seconds a failed transaction's producer may take to report its purged records.
 PURGE_WAIT_S = 1.0
 #: Failures of a transaction a missing WRITE ACL may explain: refused adding a partition, or the abortable
@@ -104,6 +106,7 @@ class TransactionalHandler:
         self._run_in, self._transactions, self._name_refusal = run_in, transactions, name_refusal
         self._open = threading.local()  # .txn: the _Open of this worker thread, or None
         self._floor: dict[TP, int] = {}  # per partition: offsets below are written (see the module docstring)
+        self._refused_tries: dict[TP, int] = {}  # per partition: writes refused at once in a row
         self.committed = 0  # transactions committed (metrics, tests)
         self.failed = 0  # transactions that failed, their runs tried again
 
@@ -141,11 +144,7 @@ class TransactionalHandler:
             raise
         refused = _failed_so_far(outcome.settled)
         if refused is not None:  # a write refused at once never entered the transaction: a commit would skip it
-            self._abort(txn, refused)
-            if not isinstance(refused, AuthorizationError):  # a refusal is told by the settlement, once a minute
-                log.warning("a write of %s[%d] failed at once (%s); its records are tried again in %d ms", tp[0],
-                            tp[1], refused, RETRY_PAUSE_MS)
-            return Outcome(skipped, None, RETRY_PAUSE_MS)
+            return self._refused_at_once(txn, run, start, refused, skipped)
         if outcome.settled is not None:
             txn.acks.append(outcome.settled)
         if not run.still_ours():  # stalled past the lock: the next owner decides, this writes nothing
@@ -201,6 +200,7 @@ class TransactionalHandler:
             self._failed(txn, exc)
             raise
         self.committed += 1
+        self._refused_tries.pop(txn.tp, None)
         self._floor[txn.tp] = txn.next_offset
         txn.settled.set_result(txn.next_offset)
         return True
@@ -226,12 +226,33 @@ class TransactionalHandler:
         once a minute by the settlement, not at every try.
         """
         self.failed += 1
-        self._transactions.drop(txn.tp)
-        error = self._refusal_of(txn, exc) or exc
-        if not isinstance(error, AuthorizationError):
-            log.warning("a transaction of %s[%d] failed (%s); its records are tried again", txn.tp[0], txn.tp[1],
-                        exc.args[0] if exc.args else exc)
-        txn.settled.set_exception(error)
+        error: BaseException = exc
+        try:
+            self._transactions.drop(txn.tp)
+            error = self._refusal_of(txn, exc) or exc
+        except Exception as unknown:  # noqa: BLE001 - the future must end, or the shard's settlement waits forever
+            log.debug("the refusal of a failed transaction of %s not named: %s", txn.tp, unknown)
+        finally:
+            if not isinstance(error, AuthorizationError):
+                log.warning("a transaction of %s[%d] failed (%s); its records are tried again", txn.tp[0], txn.tp[1],
+                            exc.args[0] if exc.args else exc)
+            txn.settled.set_exception(error)
+
+    def _refused_at_once(self, txn: _Open, run: Run, start: int, refused: BaseException, skipped: int) -> Outcome:
+        """Abort ``txn``: a write of the run was refused before it entered the transaction. Its earlier runs fail
+        with the refusal (the settlement tells it); a run alone in it pauses here, longer at each refusal in a
+        row (up to :data:`REFUSED_PAUSE_MAX_MS`), and tells it once a minute itself."""
+        tp = run.work.tp
+        alone = txn.records == 0
+        self._abort(txn, refused)
+        tries = self._refused_tries[tp] = self._refused_tries.get(tp, 0) + 1
+        if not alone:
+            return Outcome(skipped, None, RETRY_PAUSE_MS)
+        if isinstance(refused, AuthorizationError):
+            REFUSALS.note(refused, f"delivery of {tp}@{run.records[start].offset()}")
+        else:
+            log.warning("a write of %s[%d] failed at once (%s); its records are tried again", tp[0], tp[1], refused)
+        return Outcome(skipped, None, min(REFUSED_PAUSE_MAX_MS, RETRY_PAUSE_MS * 2 ** min(tries - 1, 8)))
 
     def _refusal_of(self, txn: _Open, exc: BaseException) -> AuthorizationError | None:
         """The refusal that failed ``txn``, naming its topic when ``name_refusal`` can tell, else ``None``."""

@@ -23,8 +23,8 @@ from rocketkafka.validation import validation_summary
 #: The options that describe a deployment, each named as its :class:`Deployment` field.
 _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--topic-prefix", default=None, metavar="PREFIX",
-                 help="internal topics' prefix [ROCKETKAFKA_TOPIC_PREFIX, else rk]"),
-    click.option("--redis-prefix", default=None, metavar="PREFIX", help="Redis keys' prefix [ROCKETKAFKA_REDIS_PREFIX, else rk]"),
+                 help="internal topics' prefix [ROCKETKAFKA_TOPIC_PREFIX, the config file, else rk]"),
+    click.option("--redis-prefix", default=None, metavar="PREFIX", help="Redis keys' prefix [ROCKETKAFKA_REDIS_PREFIX, the config file, else rk]"),
     click.option("--topic", "topics", multiple=True, metavar="TOPIC", help="a user topic (repeatable)"),
     click.option("--user-topic-prefix", "topic_prefixes", multiple=True, metavar="PREFIX",
                  help="user topics by prefix, e.g. for ^regex subscriptions (repeatable)"),
@@ -68,7 +68,7 @@ def deployment_from(fields: dict[str, Any]) -> Deployment:
     """
     values = {k: v for k, v in fields.items() if v is not None}
     if values.get("topic_prefix") is None or values.get("redis_prefix") is None:
-        settings = Settings()
+        settings = Settings.load(require_broker=False)
         values.setdefault("topic_prefix", settings.topic_prefix)
         values.setdefault("redis_prefix", settings.redis_prefix)
     values = {k: tuple(v) if isinstance(v, (list, tuple)) else v for k, v in values.items() if v is not None}

@@ -76,3 +76,16 @@ def test_a_file_that_cannot_be_read_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv(CONFIG_FILE_ENV, str(tmp_path / "missing.properties"))
     with pytest.raises(ConfigError, match="missing.properties: cannot read it"):
         Settings()
+
+
+def test_a_file_not_utf8_or_with_a_bad_escape_is_named_without_its_values(tmp_path, monkeypatch):
+    latin1 = tmp_path / "latin1.properties"
+    latin1.write_bytes("sasl.password=gr\xfcn-Secret\n".encode("latin-1"))
+    latin1.chmod(0o600)
+    monkeypatch.setenv(CONFIG_FILE_ENV, str(latin1))
+    with pytest.raises(ConfigError, match="not UTF-8 text") as info:
+        Settings()
+    assert "Secret" not in str(info.value)
+    with pytest.raises(ConfigError, match="not a properties file") as info:
+        values_of_properties("sasl.password=bad\\uZZ-Secret\n")
+    assert "Secret" not in str(info.value)

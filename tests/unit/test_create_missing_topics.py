@@ -11,7 +11,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from rocketkafka.admin import TopicAdmin
 from rocketkafka.config import Settings
-from rocketkafka.errors import ConfigError
+from rocketkafka.errors import AuthorizationError, ConfigError
 
 
 class _Broker:
@@ -71,6 +71,8 @@ def test_a_missing_topic_it_may_not_create_names_the_topic_and_the_grant():
         _admin(broker).create_many({"rk.retry.g": 1, "rk.dlq.g": 1})
     message = str(refused.value)
     assert "rk.dlq.g" in message and "rk.retry.g" not in message
+    assert isinstance(refused.value, AuthorizationError) and refused.value.operation == "CREATE"
+    assert refused.value.topics == ["rk.dlq.g"] and refused.value.resource == "rk.dlq.g"
     assert "lacks CREATE on TOPIC rk.dlq.g" in message and "rocketkafka admin provision" in message
 
 
