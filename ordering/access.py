@@ -95,38 +95,33 @@ def _check_topics(admin: TopicAdmin, topics: Sequence[str], principal: str | Non
     futures = admin.client.describe_topics(TopicCollection(list(topics)), include_authorized_operations=True,
                                            request_timeout=timeout)
     for topic, future in futures.items():
-        try:
-            described = future.result(timeout)
-        except KafkaException as exc:
-            refusal = refusal_in(exc, topic, "DESCRIBE", principal)
-            if refusal is not None:
-                raise refusal from None
-            log.debug("access to topic %s not asked: %s", topic, exc)
-            continue
-        except FutureTimeout:
-            continue
-        operations = described.authorized_operations
-        if operations is not None and not allowed & set(operations):
-            raise AuthorizationError("kafka", "TOPIC_AUTHORIZATION_FAILED", "topic", topic, needed, principal,
-                                     hint=GRANT_HINT, detail=f"its grants on it allow {_names(operations)} only")
+        _check_described(future, "topic", topic, "DESCRIBE", allowed, needed, principal, timeout)
 
 
 def _check_group(admin: TopicAdmin, group: str, principal: str | None) -> None:
     future = admin.client.describe_consumer_groups([group], include_authorized_operations=True,
                                                    request_timeout=ACCESS_TIMEOUT_S)[group]
+    _check_described(future, "group", group, "READ", _READS, "READ", principal, ACCESS_TIMEOUT_S)
+
+
+def _check_described(future: Any, kind: str, name: str, asking: str, allowed: frozenset[Any], needed: str,
+                     principal: str | None, timeout: float) -> None:
+    """Raise the refusal a described ``kind`` ``name`` tells: the description itself refused (``asking`` is the
+    operation that asks it), or authorized operations without any of ``allowed`` (``needed`` is named). A broker
+    that does not answer, or cannot tell, is no refusal."""
     try:
-        described = future.result(ACCESS_TIMEOUT_S)
+        described = future.result(timeout)
     except KafkaException as exc:
-        refusal = refusal_in(exc, group, "READ", principal)
+        refusal = refusal_in(exc, name, asking, principal)
         if refusal is not None:
             raise refusal from None
-        log.debug("access to group %s not asked: %s", group, exc)
+        log.debug("access to %s %s not asked: %s", kind, name, exc)
         return
     except FutureTimeout:
         return
     operations = described.authorized_operations
-    if operations is not None and not _READS & set(operations):
-        raise AuthorizationError("kafka", "GROUP_AUTHORIZATION_FAILED", "group", group, "READ", principal,
+    if operations is not None and not allowed & set(operations):
+        raise AuthorizationError("kafka", f"{kind.upper()}_AUTHORIZATION_FAILED", kind, name, needed, principal,
                                  hint=GRANT_HINT, detail=f"its grants on it allow {_names(operations)} only")
 
 

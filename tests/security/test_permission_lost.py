@@ -199,24 +199,9 @@ def test_a_push_consumer_that_cannot_write_a_retry_copy_commits_nothing_past_it(
 
 def test_a_push_consumer_that_loses_read_on_its_topic_says_so_once_and_goes_on_where_it_stopped(
         rk_user, rk_admin, rk_settings, rk_topic, rk_group, caplog):
-    topic = rk_topic(partitions=2)
-    dlq = rk_settings.topics.dead_letter(rk_group)
-    with TopicAdmin(rk_settings) as admin:
-        admin.create_internal({dlq: 1})
-    user = rk_user(acls=[("TOPIC", topic, "LITERAL", "READ"), ("TOPIC", topic, "LITERAL", "DESCRIBE"),
-                         ("TOPIC", dlq, "LITERAL", "WRITE"), ("GROUP", rk_group, "LITERAL", "READ")],
-                   redis_rule=_redis_rule(rk_settings))
+    topic, user = _orderly_reader(rk_user, rk_settings, rk_topic, rk_group)
     read = ("TOPIC", topic, "LITERAL", "READ")
-    history = History()
-
-    def listener(msg) -> ConsumeOrderlyStatus:
-        with history.handler_call("consumer", msg):
-            return ConsumeOrderlyStatus.SUCCESS
-
-    consumer = PushConsumer(rk_group, settings=user.settings, orderly=True, **FAST,
-                            consume_from_where="CONSUME_FROM_FIRST_OFFSET")
-    consumer.subscribe(topic, listener)
-    consumer.start()
+    history, consumer = _started_orderly(user.settings, rk_group, topic)
     seen = lambda ids: {c.msg_id for c in history.calls} >= set(ids)  # noqa: E731
     try:
         with Producer("pg-read-lost", settings=rk_settings) as producer:
@@ -245,24 +230,9 @@ def test_an_orderly_consumer_whose_redis_user_loses_the_lock_table_waits_and_loc
     """The Redis user loses the lock table's keys (keeps its membership): the consumer's locks run out, it says
     NOPERM in its health and log -- not a dead poll thread -- and, given the keys back, locks again and handles what
     came meanwhile, each message once and in order."""
-    topic = rk_topic(partitions=2)
-    dlq = rk_settings.topics.dead_letter(rk_group)
-    with TopicAdmin(rk_settings) as admin:
-        admin.create_internal({dlq: 1})
-    user = rk_user(acls=[("TOPIC", topic, "LITERAL", "READ"), ("TOPIC", topic, "LITERAL", "DESCRIBE"),
-                         ("TOPIC", dlq, "LITERAL", "WRITE"), ("GROUP", rk_group, "LITERAL", "READ")],
-                   redis_rule=_redis_rule(rk_settings))
+    topic, user = _orderly_reader(rk_user, rk_settings, rk_topic, rk_group)
     membership_only = [f"~{rk_settings.redis_prefix}:{{{rk_group}}}:member*", "&*", "+@all"]
-    history = History()
-
-    def listener(msg) -> ConsumeOrderlyStatus:
-        with history.handler_call("consumer", msg):
-            return ConsumeOrderlyStatus.SUCCESS
-
-    consumer = PushConsumer(rk_group, settings=user.settings, orderly=True, **FAST,
-                            consume_from_where="CONSUME_FROM_FIRST_OFFSET")
-    consumer.subscribe(topic, listener)
-    consumer.start()
+    history, consumer = _started_orderly(user.settings, rk_group, topic)
     seen = lambda ids: {c.msg_id for c in history.calls} >= set(ids)  # noqa: E731
     try:
         with Producer("pg-redis-lost", settings=rk_settings) as producer:
@@ -281,3 +251,30 @@ def test_an_orderly_consumer_whose_redis_user_loses_the_lock_table_waits_and_loc
             and not report.overlaps, report.summary()
     finally:
         consumer.shutdown()
+
+
+def _orderly_reader(rk_user, rk_settings, rk_topic, rk_group):
+    """A two-partition topic, its group's DLQ, and a user with exactly what an orderly reader of it needs."""
+    topic = rk_topic(partitions=2)
+    dlq = rk_settings.topics.dead_letter(rk_group)
+    with TopicAdmin(rk_settings) as admin:
+        admin.create_internal({dlq: 1})
+    user = rk_user(acls=[("TOPIC", topic, "LITERAL", "READ"), ("TOPIC", topic, "LITERAL", "DESCRIBE"),
+                         ("TOPIC", dlq, "LITERAL", "WRITE"), ("GROUP", rk_group, "LITERAL", "READ")],
+                   redis_rule=_redis_rule(rk_settings))
+    return topic, user
+
+
+def _started_orderly(settings, group: str, topic: str) -> tuple[History, PushConsumer]:
+    """An orderly consumer of ``topic`` from its start, recording every message it handles."""
+    history = History()
+
+    def listener(msg) -> ConsumeOrderlyStatus:
+        with history.handler_call("consumer", msg):
+            return ConsumeOrderlyStatus.SUCCESS
+
+    consumer = PushConsumer(group, settings=settings, orderly=True, **FAST,
+                            consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    consumer.subscribe(topic, listener)
+    consumer.start()
+    return history, consumer
