@@ -118,8 +118,8 @@ class MessageExt:
     keys, reconsume times, born time, user properties) are decoded all at once the first
     time one of them is asked for. A garbled system header raises
     :class:`~rocketkafka.errors.MalformedRecordError` then -- never in a listener: the push
-    consumer checks a record's system headers before its listener sees it
-    (:func:`~rocketkafka.headers.unreadable_header`) and dead-letters one that would raise.
+    consumer decodes a record's system headers before its listener sees it (a batch's records are
+    checked by :func:`~rocketkafka.headers.unreadable_header`) and dead-letters one that would raise.
 
     Properties read as in rocketmq-client-python: ``msg.get_property("region")`` or
     ``msg["region"]`` (``KeyError`` when absent); system properties by their header name.

@@ -4,29 +4,22 @@
 ``rocketkafka`` namespace; the editable install resolves it with an import hook that static
 readers cannot follow. Griffe (mkdocstrings' reader) reads the package from disk without
 importing it, so this stages ``build/api-src/rocketkafka/...`` as a wheel would lay it out,
-with links to the real files (``tests/architecture/staging.py`` does the same with copies).
+with links to the real files (``tests/architecture/staging.py``, whose map of folders this uses, stages
+copies for the architecture tests).
 """
 
 from __future__ import annotations
 
 import shutil
-import tomllib
+import sys
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGED = ROOT / "build" / "api-src"
 
-
-def package_folders() -> dict[str, Path]:
-    """Installed package name -> the repository folder holding its modules (from pyproject.toml)."""
-    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    mapping: dict[str, str] = tool["package-dir"]
-    folders = {}
-    for package in tool["packages"]:
-        parent = max((p for p in mapping if package == p or package.startswith(p + ".")), key=len)
-        folders[package] = ROOT / mapping[parent] / package[len(parent):].lstrip(".").replace(".", "/")
-    return folders
+sys.path.insert(0, str(ROOT))  # MkDocs loads a hook by its path: the repository is not importable by itself
+from tests.architecture.staging import package_folders  # noqa: E402 - after the path it needs
 
 
 def stage(target: Path = STAGED) -> Path:

@@ -83,13 +83,8 @@ def rk_user(rk_backend: Backend, rk_settings: Settings, rk_admin: AdminClient) -
 
     def make(acls: list[Acl] = (), redis_rule: list[str] = (), name: str | None = None) -> SecureUser:
         name = name or f"u-{uuid.uuid4().hex[:8]}"
-        password = new_password()
-        remember_secret(password)
-        rk_backend.add_kafka_user(name, password)
-        rk_backend.add_redis_user(name, password, list(redis_rule) or ["off"])
+        password, settings = _new_user(rk_backend, rk_settings, name, list(redis_rule) or ["off"])
         grant(rk_admin, f"User:{name}", list(acls))
-        settings = rk_backend.user_settings(name, password, topic_prefix=rk_settings.topic_prefix,
-                                            redis_prefix=rk_settings.redis_prefix)
         user = SecureUser(name, password, settings, list(acls), list(redis_rule))
         made.append(user)
         return user
@@ -160,6 +155,17 @@ class RoleUser:
         return f"User:{self.name}"
 
 
+def _new_user(rk_backend: Backend, rk_settings: Settings, name: str, redis_rule: list[str]) -> tuple[str, Settings]:
+    """A Kafka SCRAM user and a Redis ACL user ``name`` with ``redis_rule`` and a new password (remembered for the
+    secret scan), and its settings under the test's prefixes."""
+    password = new_password()
+    remember_secret(password)
+    rk_backend.add_kafka_user(name, password)
+    rk_backend.add_redis_user(name, password, redis_rule)
+    return password, rk_backend.user_settings(name, password, topic_prefix=rk_settings.topic_prefix,
+                                              redis_prefix=rk_settings.redis_prefix)
+
+
 def deployment_of(settings: Settings, **fields: object) -> Deployment:
     """A deployment under the test's prefixes; Redis 7.0 (Debian's, the secured stack's) has no CLIENT SETINFO."""
     return Deployment(topic_prefix=settings.topic_prefix, redis_prefix=settings.redis_prefix, redis_setinfo=False,
@@ -179,13 +185,12 @@ def rk_role(rk_backend: Backend, rk_settings: Settings, rk_admin: AdminClient) -
         granted = permissions(role, deployment)
         acls = tuple(acl for acl in granted.kafka if acl != without)
         rule = granted.redis.without(redis_without) if granted.redis and redis_without else granted.redis
-        name, password = f"{role.value}-{uuid.uuid4().hex[:6]}", new_password()
-        remember_secret(password)
-        rk_backend.add_kafka_user(name, password)
-        rk_backend.add_redis_user(name, password, rule.rules(password)[3:] if rule is not None else ["off"])
+        name = f"{role.value}-{uuid.uuid4().hex[:6]}"
+        # the role's rule less its leading "reset on ><password>", which add_redis_user gives itself
+        _, settings = _new_user(rk_backend, rk_settings, name,
+                                rule.rules("")[3:] if rule is not None else ["off"])
         apply_kafka_acls(rk_admin, f"User:{name}", acls)
-        user = RoleUser(role, name, rk_backend.user_settings(name, password, topic_prefix=rk_settings.topic_prefix,
-                                                             redis_prefix=rk_settings.redis_prefix), acls, rule)
+        user = RoleUser(role, name, settings, acls, rule)
         made.append(user)
         return user
 

@@ -28,7 +28,7 @@ from rocketkafka.testing.reading import read_all
 from rocketkafka.testing.waiting import wait_for
 from rocketkafka.txn import CheckerOptions, TransactionChecker, TransactionMQProducer, TransactionOptions
 from rocketkafka.txn.status import TransactionStatus
-from tests.security.helpers import deny, judged, undeny
+from tests.security.helpers import deny, judged, msg_id_of, undeny
 
 pytestmark = [pytest.mark.integration, pytest.mark.rk_needs("secure")]
 
@@ -109,9 +109,7 @@ def test_a_forwarder_that_loses_write_on_a_real_topic_waits_there_and_loses_noth
         committed, ends = _committed(mine, DEFAULT_GROUP, level_topic, 2), _ends(settings, level_topic, 2)
         assert any(committed[p] < ends[p] for p in ends), (committed, ends)  # ... and no delay offset passed them
         undeny(rk_admin, user.principal, write)
-        assert wait_for(lambda: judged(read(), during).lost_count == 0, RESUMES_S), judged(read(), during).summary()
-        report = judged(read(), before + during)
-        assert report.lost_count == 0 and report.duplicate_count == 0, report.summary()
+        _each_read_once(read, before + during)
     finally:
         producer.shutdown()
         forwarder.close()
@@ -150,10 +148,7 @@ def test_a_checker_that_loses_write_on_the_op_topic_decides_nothing_and_loses_no
         assert len(_refused(caplog, "probe of op partition")) == 1  # said once, not every 0.5 s
         assert any("probe of op partition 0" in text for text in checker.health().refused)
         undeny(rk_admin, checker_user.principal, op_write)
-        assert wait_for(lambda: judged(read(), ids, tx_id).lost_count == 0, RESUMES_S), \
-            judged(read(), ids, tx_id).summary()
-        report = judged(read(), ids, tx_id)
-        assert report.lost_count == 0 and report.duplicate_count == 0, report.summary()
+        _each_read_once(read, ids, tx_id)
     finally:
         checker.stop()
         producer.shutdown()
@@ -217,10 +212,7 @@ def test_a_push_consumer_that_loses_read_on_its_topic_says_so_once_and_goes_on_w
         assert len(_refused(caplog, "fetching")) <= 2, _refused(caplog, "fetching")  # ... said once per partition
         assert any(topic in text for text in consumer.health().refused)
         undeny(rk_admin, user.principal, read)
-        assert wait_for(lambda: seen(during), RESUMES_S), len(history.calls)
-        report = check(history.calls, before + during)
-        assert report.lost_count == 0 and report.duplicate_count == 0 and not report.reorders \
-            and not report.overlaps, report.summary()
+        _each_handled_once_in_order(history, before, during)
     finally:
         consumer.shutdown()
 
@@ -245,10 +237,7 @@ def test_an_orderly_consumer_whose_redis_user_loses_the_lock_table_waits_and_loc
             assert _refused(caplog, "locking", "NOPERM")
             during = [producer.send_sync(Message(topic, body=b"b%d" % i, keys=f"k{i}")).msg_id for i in range(20)]
         rk_backend.add_redis_user(user.name, user.password, _redis_rule(rk_settings))
-        assert wait_for(lambda: seen(during), RESUMES_S), len(history.calls)
-        report = check(history.calls, before + during)
-        assert report.lost_count == 0 and report.duplicate_count == 0 and not report.reorders \
-            and not report.overlaps, report.summary()
+        _each_handled_once_in_order(history, before, during)
     finally:
         consumer.shutdown()
 
@@ -278,3 +267,18 @@ def _started_orderly(settings, group: str, topic: str) -> tuple[History, PushCon
     consumer.subscribe(topic, listener)
     consumer.start()
     return history, consumer
+
+
+def _each_read_once(read, ids: list[str], id_of=msg_id_of) -> None:
+    """Every one of ``ids`` arrives in what ``read()`` returns (given the time a service takes to go on), once."""
+    assert wait_for(lambda: judged(read(), ids, id_of).lost_count == 0, RESUMES_S), judged(read(), ids, id_of).summary()
+    report = judged(read(), ids, id_of)
+    assert report.lost_count == 0 and report.duplicate_count == 0, report.summary()
+
+
+def _each_handled_once_in_order(history: History, before: list[str], during: list[str]) -> None:
+    """What was sent while a grant was gone is handled once it is back; all of it once, in order, never overlapping."""
+    assert wait_for(lambda: {c.msg_id for c in history.calls} >= set(during), RESUMES_S), len(history.calls)
+    report = check(history.calls, before + during)
+    assert report.lost_count == 0 and report.duplicate_count == 0 and not report.reorders \
+        and not report.overlaps, report.summary()
