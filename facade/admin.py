@@ -340,21 +340,15 @@ class TopicAdmin:
 
     def check_access(self, timeout: float = 10.0) -> None:
         """Ask the broker for metadata once, to hear a refusal now: a client's start. A broker that does not
-        answer is no error here (the client waits for it as before). The topics it lists are remembered with
-        their partition counts, so a first send's look-up does not ask again.
+        answer is no error here (the client waits for it as before).
 
         Raises:
             AuthenticationError: the broker refused who this client is.
         """
         try:
-            listed = self._metadata(timeout, unreachable_ends=True).topics
+            self._metadata(timeout, unreachable_ends=True)
         except BrokerUnavailableError as exc:
             log.debug("access not checked: %s", exc)
-            return
-        now = time.monotonic()
-        for name, meta in listed.items():
-            if not meta.error and name not in self._cache:
-                self._cache[name] = (now, len(meta.partitions))
 
     def _not_listed(self, topic: str, timeout: float) -> Exception:
         """The error of a topic the broker does not list: :class:`TopicNotFoundError`, or the
