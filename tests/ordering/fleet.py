@@ -157,6 +157,32 @@ class PacedProducer:
         self.acked += 1
 
 
+def stall_report(runners: list[Runner], ids: list[str], outputs: list[HandlerCall]) -> str:
+    """Why an output is incomplete, for a failure message CI prints (the test's directory is not kept there):
+    how many ids are not in it yet per source partition, where each runner's handler last was on each partition,
+    and the last warnings and errors of each runner's log."""
+    have = {c.msg_id for c in outputs}
+    handled = {c.msg_id: c for r in runners for c in r.calls()}
+    absent: dict[int, int] = {}
+    for msg_id in ids:
+        if msg_id not in have:
+            call = handled.get(msg_id)
+            absent[call.partition if call else -1] = absent.get(call.partition if call else -1, 0) + 1
+    lines = [f"{len(ids) - len(have & set(ids))} of {len(ids)} ids not in the output yet; by source partition "
+             f"(-1: never handled): {dict(sorted(absent.items()))}"]
+    for runner in runners:
+        last: dict[int, int] = {}
+        for call in runner.calls():
+            last[call.partition] = max(last.get(call.partition, -1), call.offset)
+        alive = "running" if runner.proc.poll() is None else f"exit {runner.proc.returncode}"
+        lines.append(f"runner {runner.name} ({alive}): last handled offset per partition {dict(sorted(last.items()))}")
+        if runner.log.exists():
+            noted = [line for line in runner.log.read_text(errors="replace").splitlines()
+                     if " WARNING " in line or " ERROR " in line]
+            lines.extend(f"  {line[:300]}" for line in noted[-8:])
+    return "\n".join(lines)
+
+
 def wait_for(predicate, timeout: float, interval: float = 0.25) -> bool:
     return _wait_for(predicate, timeout, interval)
 

@@ -21,7 +21,7 @@ from rocketkafka.testing.capabilities import Capability
 from rocketkafka.testing.history import HandlerCall, check
 from rocketkafka.tools.chaos.verdict import output_calls
 from tests.ordering.conftest import FAST
-from tests.ordering.fleet import PacedProducer, Runner, cleanup, start_all, wait_for
+from tests.ordering.fleet import PacedProducer, Runner, cleanup, stall_report, start_all, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -92,8 +92,9 @@ def test_consume_produce_exactly_once_through_sigkill_and_sigstop(mode, tmp_path
         time.sleep((FAST["lock_lease_ms"] + 1500) / 1000)
         b.resume()
         ids = producer.join(timeout=90)
-        assert wait_for(lambda: len({c.msg_id for c in _outputs(rk_settings, output)}) >= MESSAGES, timeout=120), \
-            f"the output never got every message; see {tmp_path}"
+        complete = wait_for(lambda: len({c.msg_id for c in _outputs(rk_settings, output)}) >= MESSAGES, timeout=120)
+        assert complete, f"the output was not complete after 120 s; see {tmp_path}\n" + \
+            stall_report(runners, ids, _outputs(rk_settings, output))
         time.sleep(1.0)  # a late duplicate would show now
         for runner in runners:
             runner.close()
