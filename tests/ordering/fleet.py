@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 
 from rocketkafka.testing.waiting import wait_for as _wait_for
 from pathlib import Path
@@ -162,20 +163,18 @@ def stall_report(runners: list[Runner], ids: list[str], outputs: list[HandlerCal
     how many ids are not in it yet per source partition, where each runner's handler last was on each partition,
     and the last warnings and errors of each runner's log."""
     have = {c.msg_id for c in outputs}
-    handled = {c.msg_id: c for r in runners for c in r.calls()}
-    absent: dict[int, int] = {}
-    for msg_id in ids:
-        if msg_id not in have:
-            call = handled.get(msg_id)
-            absent[call.partition if call else -1] = absent.get(call.partition if call else -1, 0) + 1
-    lines = [f"{len(ids) - len(have & set(ids))} of {len(ids)} ids not in the output yet; by source partition "
-             f"(-1: never handled): {dict(sorted(absent.items()))}"]
+    calls = all_calls(runners)  # one read of the histories; a call's consumer is its runner's name
+    handled = {c.msg_id: c.partition for c in calls}
+    absent = Counter(handled.get(msg_id, -1) for msg_id in ids if msg_id not in have)
+    lines = [f"{absent.total()} of {len(ids)} ids not in the output yet; by source partition (-1: never handled): "
+             f"{dict(sorted(absent.items()))}"]
+    last: dict[tuple[str, int], int] = {}
+    for call in calls:
+        last[call.consumer, call.partition] = max(last.get((call.consumer, call.partition), -1), call.offset)
     for runner in runners:
-        last: dict[int, int] = {}
-        for call in runner.calls():
-            last[call.partition] = max(last.get(call.partition, -1), call.offset)
         alive = "running" if runner.proc.poll() is None else f"exit {runner.proc.returncode}"
-        lines.append(f"runner {runner.name} ({alive}): last handled offset per partition {dict(sorted(last.items()))}")
+        offsets = {partition: offset for (name, partition), offset in sorted(last.items()) if name == runner.name}
+        lines.append(f"runner {runner.name} ({alive}): last handled offset per partition {offsets}")
         if runner.log.exists():
             noted = [line for line in runner.log.read_text(errors="replace").splitlines()
                      if " WARNING " in line or " ERROR " in line]
