@@ -15,8 +15,9 @@ its engine sets ``fetch.queue.backoff.ms=10`` (and ``fetch.wait.max.ms=10``), wh
 librdkafka's 1 s back-off stalls a loop whose prefetch queue filled up (on Tansu the
 raw loop measured either ~210k or ~350k msg/s, and ~1.2M msg/s with the engine's
 settings). So ``raw-engine`` and ``raw+call-engine`` run the same two loops with the
-engine's fetch settings, and each PushConsumer row also gives its ratio to the latter:
-the floor at equal settings.
+engine's fetch settings, and each PushConsumer row is judged against the latter: the floor
+at equal settings (its ratio to raw at the defaults is in its detail). The drop-in keeps
+librdkafka's defaults, and is judged against raw at them.
 """
 
 from __future__ import annotations
@@ -33,16 +34,21 @@ from rocketkafka.tools.bench.contenders import ENGINE_FETCH
 from rocketkafka.tools.bench.rounds import Log, figure, interleave, run_contender
 from rocketkafka.tools.bench.rows import BenchRow, Target
 
-#: Issue 12's targets, as ratios to a raw reference (the last field) in the same round.
+#: Issue 34's goals, as ratios to a raw reference (the last field) in the same round, at equal settings: a
+#: PushConsumer against raw + call at the engine's fetch settings (against raw at librdkafka's defaults it read
+#: 1.9x to 2.3x only because that raw loop stalls on a full prefetch queue), the drop-in against raw at the
+#: defaults it keeps.
 TARGETS: dict[str, tuple[str, Target, str]] = {
-    "push-concurrent": ("PushConsumer concurrent, no-op listener", Target(">=", 0.7, "ratio", "goal 0.9x"), "raw"),
-    "push-orderly": ("PushConsumer orderly (partition), no-op", Target(">=", 0.6, "ratio"), "raw"),
-    "push-keyed": ("PushConsumer key-ordered, no-op", Target(">=", 0.5, "ratio"), "raw"),
-    "push-batch": ("PushConsumer batch listener (32), no-op", Target(">=", 0.9, "ratio"), "raw"),
-    "dropin-poll": ("drop-in Consumer.poll()", Target(">=", 0.9, "ratio"), "raw-poll"),
+    "push-concurrent": ("PushConsumer concurrent, no-op listener", Target(">=", 0.9, "ratio"), "raw+call-engine"),
+    "push-orderly": ("PushConsumer orderly (partition), no-op", Target(">=", 0.9, "ratio"), "raw+call-engine"),
+    "push-keyed": ("PushConsumer key-ordered, no-op", Target(">=", 0.8, "ratio"), "raw+call-engine"),
+    "push-batch": ("PushConsumer batch listener (32), no-op", Target(">=", 1.0, "ratio"), "raw+call-engine"),
+    "dropin-poll": ("drop-in Consumer.poll()", Target(">=", 0.95, "ratio"), "raw-poll"),
     "dropin-consume": ("drop-in Consumer.consume(1000)", Target(">=", 0.9, "ratio"), "raw"),
 }
 PARTITIONS, KEYS, SIZE = 8, 256, 100
+#: How a row names its reference.
+REFERENCE_NAMES = {"raw": "raw", "raw-poll": "raw-poll", "raw+call-engine": "raw + call, engine's fetch"}
 #: The PushConsumer engine's fetch settings as the ``-engine`` rows name them.
 ENGINE_FETCH_TEXT = ", ".join(f"{k}={v}" for k, v in ENGINE_FETCH.items())
 
@@ -78,7 +84,14 @@ def bench_consume(settings: Settings, count: int = 500_000, rounds: int = 3,
         return run_contender(settings, {"kind": "consume", "mode": mode, "topic": topic, "partitions": PARTITIONS,
                                         "count": count})
 
-    results = interleave(names, run_one, rounds, log)
+    return consume_rows(interleave(names, run_one, rounds, log), modes, count, rounds)
+
+
+def consume_rows(results: dict[str, list[dict[str, Any]]], modes: tuple[str, ...], count: int,
+                 rounds: int) -> list[BenchRow]:
+    """The rows of ``bench consume`` from each contender's per-round results (``rate``, ``first_s``)."""
+    names = set(results)
+    pushed = "raw+call-engine" in names
     raw = figure(results, "raw", "rate")
     floor = figure(results, "raw+call", "rate", "raw")
     detail = f"{count:,} x {SIZE} B, {PARTITIONS} partitions, median of {rounds} rounds"
@@ -102,11 +115,12 @@ def bench_consume(settings: Settings, count: int = 500_000, rounds: int = 3,
         startup = sorted(r["first_s"] for r in results[mode])[len(results[mode]) // 2]
         base = figure(results, reference, "rate").median
         detail = f"first record after {startup:.2f} s"
-        if mode.startswith("push-"):
-            same = figure(results, mode, "rate", "raw+call-engine")
-            detail += (f"; {statistics.median(same.ratios):.2f}x raw + call at the engine's fetch settings "
-                       f"({min(same.ratios):.2f}-{max(same.ratios):.2f})")
-        rows.append(BenchRow("consume", title, ours.median, "msg/s", base, reference, target=target,
-                             spread=ours.spread, ratios=ours.ratios, floor_name="floor", floor_ratios=to_floor.ratios,
-                             detail=detail))
+        if reference != "raw":
+            defaults = figure(results, mode, "rate", "raw")
+            detail += (f"; {statistics.median(defaults.ratios):.2f}x raw at librdkafka's defaults "
+                       f"({min(defaults.ratios):.2f}-{max(defaults.ratios):.2f})")
+        floor_fields = {} if reference == "raw+call-engine" else {"floor_name": "floor",
+                                                                   "floor_ratios": to_floor.ratios}
+        rows.append(BenchRow("consume", title, ours.median, "msg/s", base, REFERENCE_NAMES[reference], target=target,
+                             spread=ours.spread, ratios=ours.ratios, detail=detail, **floor_fields))
     return rows

@@ -11,8 +11,10 @@ Part 2 -- throughput for already-due messages: ``due_count`` records wait on lev
 until they are due, then (a) a raw confluent-kafka consume -> produce pipe copies them
 to another topic and (b) a forwarder forwards them to their real topic. Each rate is
 records over the span of the output records' timestamps (start-up excluded), read by
-the bench process while the contender runs in a process of its own. Pipe
-and forwarder alternate for ``rounds`` rounds on fresh topics; the figure is the median
+the bench process while the contender runs in a process of its own; the pipe fetches with
+the forwarder engine's settings (``fetch.queue.backoff.ms=10``: at librdkafka's 1 s it stalls on a
+full prefetch queue). Pipe and forwarder alternate which goes first for ``rounds`` rounds on
+fresh topics; the figure is the median
 of the per-round ratios (the broker drifts between minutes), with its min-max. The
 target is forwarder >= 0.6 x pipe.
 
@@ -40,6 +42,7 @@ from confluent_kafka import Producer as RawProducer
 from rocketkafka.schedule.levels import DelayConfig, format_duration
 from rocketkafka.schedule.routing import now_ms
 from rocketkafka.admin import TopicAdmin
+from rocketkafka.tools.bench.contenders import ENGINE_FETCH
 from rocketkafka.tools.bench.rows import BenchRow, Target
 from rocketkafka.config import Settings
 from rocketkafka.message import Message
@@ -259,10 +262,12 @@ def _raw_latency(settings: Settings, rate: int, seconds: float) -> tuple[float, 
 # -- part 2: throughput for already-due records ----------------------------------------------
 def _throughput(settings: Settings, result: DelayBenchResult, count: int, partitions: int, log,
                 rounds: int = 3, forwarders: int = 1) -> None:
-    """``rounds`` rounds of pipe then forwarder on the same records (the broker drifts: compare within a round)."""
+    """``rounds`` rounds of pipe and forwarder on the same records, in turn first (the broker drifts: compare
+    within a round)."""
     result.forwarders = forwarders
     for n in range(rounds):
-        pipe, forwarder = _throughput_round(settings, count, partitions, log if n == 0 else None, forwarders, rounds)
+        pipe, forwarder = _throughput_round(settings, count, partitions, log if n == 0 else None, forwarders, rounds,
+                                            pipe_first=n % 2 == 0)
         result.pipe_rates.append(pipe)
         result.forwarder_rates.append(forwarder)
         log(f"  round {n + 1}/{rounds}: pipe {pipe:,.0f} msg/s, forwarder {forwarder:,.0f} msg/s "
@@ -270,7 +275,8 @@ def _throughput(settings: Settings, result: DelayBenchResult, count: int, partit
 
 
 def _throughput_round(settings: Settings, count: int, partitions: int, log, forwarders: int = 1,
-                      rounds: int = 3) -> tuple[float, float]:
+                      rounds: int = 3, pipe_first: bool = True) -> tuple[float, float]:
+    """(pipe, forwarder) rates on one set of due records; ``pipe_first`` says which copies them first."""
     config = DelayConfig(levels="1s", partitions=partitions)
     run = fresh_settings(settings, "thr").model_copy(update={"delay": config})
     admin = TopicAdmin(run)
@@ -281,11 +287,19 @@ def _throughput_round(settings: Settings, count: int, partitions: int, log, forw
     level1 = run.topics.delay_level(1)
     if log:
         log(f"throughput: {count:,} due records on {level1} ({admin.partitions(level1)} partitions), "
-            f"raw pipe then a forwarder process, {rounds} rounds")
-    pipe_rate = _pipe(run, level1, piped, count)
-    processes = [ForwarderProcess(run, config, f"throughput-{i}") for i in range(forwarders)]
+            f"a raw pipe and a forwarder process, in turn first, {rounds} rounds")
+    if pipe_first:
+        pipe_rate = _pipe(run, level1, piped, count)
+        return pipe_rate, _forward(run, config, real, count, forwarders)
+    forwarder_rate = _forward(run, config, real, count, forwarders)
+    return _pipe(run, level1, piped, count), forwarder_rate
+
+
+def _forward(settings: Settings, config: DelayConfig, real: str, count: int, forwarders: int) -> float:
+    """The forwarders' rate on the due records, read from their output as the pipe's is."""
+    processes = [ForwarderProcess(settings, config, f"throughput-{i}") for i in range(forwarders)]
     try:
-        return pipe_rate, output_rate(run, real, 8, count, timeout=120 + count / 2000)
+        return output_rate(settings, real, 8, count, timeout=120 + count / 2000)
     finally:
         for process in processes:
             process.stop()
@@ -309,8 +323,9 @@ def _pipe(settings: Settings, source: str, target: str, count: int) -> float:
 def run_pipe(settings: Settings, source: str, partitions: int, target: str, count: int) -> None:
     """A raw consume -> produce copy of ``count`` records of ``source`` (key, value, headers): a
     forwarder without rules. Run as ``python -m rocketkafka.tools.bench.delay`` by :func:`_pipe`."""
+    # the forwarder's engine fetches with ENGINE_FETCH: its 10 ms back-off on a full prefetch queue, not librdkafka's 1 s
     consumer = Consumer(settings.kafka_config(**{"group.id": f"pipe-{uuid.uuid4().hex}", "enable.auto.commit": False,
-                                                 "fetch.wait.max.ms": 10}))
+                                                 **ENGINE_FETCH}))
     consumer.assign([TopicPartition(source, p, OFFSET_BEGINNING) for p in range(partitions)])
     producer = RawProducer(settings.kafka_config(**{"linger.ms": 2, "enable.idempotence": True}))
     copied = 0
