@@ -9,11 +9,11 @@ from rocketkafka.tools.bench.rounds import figure, interleave, percentile
 from rocketkafka.tools.bench.rows import BenchRow, Target
 
 
-def test_every_round_runs_every_contender_and_the_order_rotates():
+def test_every_round_runs_every_contender_and_the_order_rotates_and_turns():
     calls: list[str] = []
     results = interleave(["a", "b", "c"], lambda name: calls.append(name) or {"rate": len(calls)}, 3, log=lambda _: None)
-    assert calls == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
-    assert [r["rate"] for r in results["a"]] == [1, 6, 8]
+    assert calls == ["a", "b", "c", "a", "c", "b", "c", "a", "b"]  # round 2: b c a, reversed
+    assert [r["rate"] for r in results["a"]] == [1, 4, 8]
 
 
 def test_ratios_are_taken_within_a_round_then_their_median():

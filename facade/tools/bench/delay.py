@@ -39,6 +39,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 from confluent_kafka import Producer as RawProducer
 
+from rocketkafka.delay.forwarder import FORWARDER_PRODUCER_CONFIG
 from rocketkafka.schedule.levels import DelayConfig, format_duration
 from rocketkafka.schedule.routing import now_ms
 from rocketkafka.admin import TopicAdmin
@@ -327,7 +328,7 @@ def run_pipe(settings: Settings, source: str, partitions: int, target: str, coun
     consumer = Consumer(settings.kafka_config(**{"group.id": f"pipe-{uuid.uuid4().hex}", "enable.auto.commit": False,
                                                  **ENGINE_FETCH}))
     consumer.assign([TopicPartition(source, p, OFFSET_BEGINNING) for p in range(partitions)])
-    producer = RawProducer(settings.kafka_config(**{"linger.ms": 2, "enable.idempotence": True}))
+    producer = RawProducer(settings.kafka_config(**FORWARDER_PRODUCER_CONFIG))  # as the forwarder produces
     copied = 0
     try:
         while copied < count:

@@ -44,10 +44,13 @@ def run_contender(settings: Settings, spec: Mapping[str, Any], timeout: float = 
 
 def interleave(names: Sequence[str], run_one: Callable[[str], dict[str, Any]], rounds: int,
                log: Log = print) -> dict[str, list[dict[str, Any]]]:
-    """Run every name once per round, rotating the order; the results per name, in round order."""
+    """Run every name once per round, rotating the order and reversing it every other round (no name always
+    follows the same one); the results per name, in round order."""
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     for r in range(rounds):
         order = list(names[r % len(names):]) + list(names[:r % len(names)])
+        if r % 2:
+            order.reverse()
         for name in order:
             results[name].append(run_one(name))
         log(f"round {r + 1}/{rounds}: " + ", ".join(f"{n} {_short(results[n][-1])}" for n in names))
