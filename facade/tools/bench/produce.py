@@ -40,6 +40,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rocketkafka.config import Settings
+from rocketkafka.tools.bench.rounds import interleave
 from rocketkafka.tools.bench.rows import BenchRow, Target
 
 #: Issue 12: drop-in produce without extras >= 0.95x raw; RocketMQ sends and tagged produce
@@ -202,27 +203,20 @@ def _in_subprocess(name: str, settings: Settings, topic: str, n: int) -> float:
 
 def measure(settings: Settings, n: int, rounds: int, contenders: Sequence[str] = tuple(CONTENDERS),
             log: Callable[[str], Any] | None = None) -> dict[str, list[float]]:
-    """``{contender: [rate per round]}``; each round runs every contender once, order rotated per round."""
+    """``{contender: [rate per round]}``; the rounds of :func:`~rocketkafka.tools.bench.rounds.interleave`, each
+    run on a topic of its own."""
     from rocketkafka.admin import TopicAdmin
 
     admin = TopicAdmin(settings)
-    rates: dict[str, list[float]] = {c: [] for c in contenders}
-    order = list(contenders)
-    # not counted: a JVM broker compiles its produce path on its first load, which would slow round 1's first runs
-    warm_up = f"bench-produce-warm-up-{uuid.uuid4().hex[:8]}"
-    admin.create(warm_up, partitions=PARTITIONS)
-    _in_subprocess("raw", settings, warm_up, n)
-    for r in range(rounds):
-        rotated = order[r % len(order):] + order[:r % len(order)]
-        if r % 2:
-            rotated.reverse()  # alternate direction too: no contender always follows the same one
-        for name in rotated:
-            topic = f"bench-produce-{uuid.uuid4().hex[:8]}"
-            admin.create(topic, partitions=PARTITIONS)
-            rates[name].append(_in_subprocess(name, settings, topic, n))
-            if log:
-                log(f"round {r + 1}/{rounds} {name}: {rates[name][-1]:,.0f} msg/s")
-    return rates
+
+    def run_one(name: str) -> dict[str, float]:
+        topic = f"bench-produce-{uuid.uuid4().hex[:8]}"
+        admin.create(topic, partitions=PARTITIONS)
+        return {"rate": _in_subprocess(name, settings, topic, n)}
+
+    run_one("raw")  # not counted: a JVM broker compiles its produce path on its first load, slowing round 1's first runs
+    results = interleave(list(contenders), run_one, rounds, log or (lambda _line: None))
+    return {name: [run["rate"] for run in runs] for name, runs in results.items()}
 
 
 def _spread(values: Sequence[float], fmt: str = "{:,.0f}") -> str:
