@@ -288,6 +288,10 @@ class RedisKeys:
         """Counter: the fencing token sequence of one lock."""
         return f"{self.prefix}:{{{group}}}:fence:{topic}:{partition}"
 
+    def session(self, group: str, owner: str) -> str:
+        """Hash: the lease of one owner's locks on one node (lock key -> token, ``~`` -> stamp)."""
+        return f"{self.prefix}:{{{group}}}:session:{owner}"
+
     def transaction_end(self, producer_group: str, transaction_id: str) -> str:
         """String: how a transaction ended (``C`` real message durable, ``R`` rolled back)."""
         return f"{self.prefix}:{{{producer_group}}}:txn-end:{transaction_id}"

@@ -73,10 +73,10 @@ SCRIPT = ("evalsha", "script|load")
 #: ordering/membership.py: the heartbeat script (_HEARTBEAT), leave (ZREM, HDEL), join/leave announcements.
 MEMBERSHIP = (*SCRIPT, "time", "zadd", "hset", "zrangebyscore", "hdel", "zremrangebyscore", "zrange", "hget",
               "zrem", "publish", "subscribe")
-#: ordering/locks/scripts.py CLAIM, FENCE and RELEASE (lock, renew, unlock).
-LOCKS = (*SCRIPT, "hmget", "hset", "pexpire", "get", "hget", "set", "del")
+#: ordering/locks/scripts.py CLAIM, RENEW, FENCE and RELEASE (lock, renew, unlock).
+LOCKS = (*SCRIPT, "hmget", "hset", "pexpire", "get", "hget", "set", "del", "hdel", "pttl")
 #: ordering/locks/scripts.py DESCRIBE (the admin's lock views; an engine's secured start, ordering/access.py).
-LOCK_VIEW = (*SCRIPT, "hmget", "pttl", "get")
+LOCK_VIEW = (*SCRIPT, "hmget", "pttl", "get", "hget")
 #: ordering/resets.py: OffsetResets.pending (HGETALL), done (EVAL of _DONE_IF_UNCHANGED: HGET, HDEL; HDEL).
 RESETS = ("hgetall", "eval", "hget", "hdel")
 #: ordering/resets.py: OffsetResets.request and announce (the operator's side).
@@ -152,7 +152,8 @@ class Grants:
         ordering/access.py:check_start_access), operators' offset resets."""
         k, m = self.d.keys, membership or group
         self.redis([key_glob(k.members(m)), key_glob(k.member_info(m)), key_glob(k.lock(group, _S, 0)),
-                    key_glob(k.fence(group, _S, 0))], [glob_escape(k.membership_channel(m))],
+                    key_glob(k.fence(group, _S, 0)), key_glob(k.session(group, _S))],
+                   [glob_escape(k.membership_channel(m))],
                    (*MEMBERSHIP, *LOCKS, *LOCK_VIEW))
         if resets:
             self.redis([key_glob(k.offset_reset(group))], (), RESETS)
@@ -330,13 +331,13 @@ def admin(d: Deployment) -> Grants:
                 why="consumer-progress reads the committed offsets, reset-offset commits them")
         k = d.keys
         g.redis([key_glob(k.members(group)), key_glob(k.member_info(group)), key_glob(k.lock(group, _S, 0)),
-                 key_glob(k.fence(group, _S, 0)), key_glob(k.offset_reset(group))],
+                 key_glob(k.fence(group, _S, 0)), key_glob(k.session(group, _S)), key_glob(k.offset_reset(group))],
                 [glob_escape(k.membership_channel(group))],
                 (*MEMBERS_VIEW, *LOCK_VIEW, *LOCKS, *RESETS, *RESET_REQUEST))  # operations/groups.py, reset.py
     g.group(d.forwarder_group, DESCRIBE, where="facade/operations/delays.py:delay_backlog",
             why="delay-backlog reads the forwarders' committed offsets")
-    g.redis([key_glob(d.keys.lock(d.forwarder_group, _S, 0)), key_glob(d.keys.fence(d.forwarder_group, _S, 0))],
-            (), LOCK_VIEW)  # delay-backlog's owners (operations/groups.py:lock_views)
+    g.redis([key_glob(d.keys.lock(d.forwarder_group, _S, 0)), key_glob(d.keys.fence(d.forwarder_group, _S, 0)),
+             key_glob(d.keys.session(d.forwarder_group, _S))], (), LOCK_VIEW)  # delay-backlog's owners (operations/groups.py:lock_views)
     g.group(names.txn_checker_group(), DESCRIBE, where="facade/operations/transactions.py:pending_transactions",
             why="txn-pending reads the checker's committed offsets")
     g.acl(ResourceType.CLUSTER, CLUSTER_NAME, [DESCRIBE_CONFIGS],

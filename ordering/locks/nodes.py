@@ -3,8 +3,8 @@
 A round packs its command once and sends the same bytes to every node, each from a
 thread of its own, and waits at most ``socket_timeout_ms``: a node that is down, slow
 or refusing is a no-vote, and a slow node delays only itself. Packing once matters:
-a renewal of a thousand locks is six thousand arguments, and packing them again per
-node would alone take most of the 20 ms such a renewal may take.
+claiming a thousand locks is six thousand arguments, and packing them again per
+node would cost more than the round trip.
 
 Each node has a connection of its own (not a pool's): its thread is its only user.
 Only public ``redis.Connection`` methods are used -- ``pack_command``,
@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
@@ -33,7 +33,7 @@ from rocketkafka.ordering.locks import scripts
 log = logging.getLogger(__name__)
 
 #: The scripts a lock table runs, by name.
-SCRIPTS = {name: getattr(scripts, name) for name in ("CLAIM", "FENCE", "RELEASE", "DESCRIBE")}
+SCRIPTS = {name: getattr(scripts, name) for name in ("CLAIM", "RENEW", "FENCE", "RELEASE", "DESCRIBE")}
 #: Their SHA1 digests, as ``SCRIPT LOAD`` answers them (EVALSHA needs no load round trip while cached).
 SHAS = {name: hashlib.sha1(text.encode()).hexdigest() for name, text in SCRIPTS.items()}
 
@@ -127,15 +127,24 @@ class LockNodes:
     def __len__(self) -> int:
         return len(self.nodes)
 
+    def pack(self, script: str, keys: Sequence[str], args: Sequence[str]) -> list[bytes]:
+        """``EVALSHA script`` packed once, to send the same bytes to every node."""
+        return self.nodes[0].connection.pack_command("EVALSHA", SHAS[script], len(keys), *keys, *args)
+
     def round(self, script: str, keys: Sequence[str], args: Sequence[str]) -> list[Any]:
         """``EVALSHA script`` on every node in parallel; one answer per node, ``None`` where it failed or was
         late."""
+        command = self.pack(script, keys, args)
+        return self.run(script, lambda _index, node, deadline: node.call(script, command, deadline))
+
+    def run(self, label: str, call: Callable[[int, LockNode, float], Any]) -> list[Any]:
+        """``call(index, node, deadline)`` on every node's thread at once (one script, or a script and the one
+        its answer asks for); one answer per node, ``None`` where it failed or was late. ``label`` names the
+        round in logs."""
         deadline = time.monotonic() + self.timeout_s
-        command = self.nodes[0].connection.pack_command("EVALSHA", SHAS[script], len(keys), *keys, *args)
-        futures: list[Future] = [node.executor.submit(node.call, script, command, deadline)
-                                 for node in self.nodes]
+        futures: list[Future] = [node.executor.submit(call, i, node, deadline) for i, node in enumerate(self.nodes)]
         wait(futures, timeout=max(0.0, deadline - time.monotonic()))
-        answers = [self._answer(node, future, script) for node, future in zip(self.nodes, futures)]
+        answers = [self._answer(node, future, label) for node, future in zip(self.nodes, futures)]
         self.refused = {node.name: error for node, future in zip(self.nodes, futures)
                         if future.done() and (error := future.exception()) is not None
                         and (is_redis_permission(error) or redis_credentials_reason(error) is not None)}

@@ -185,19 +185,29 @@ class Held:
         return (self.topic, self.partition)
 
 
-def tally(flag_strings: Sequence[bytes | None], count: int) -> list[int]:
-    """Votes per lock from each node's flag string (``b"1"`` = ours on that node; ``None`` = no answer)."""
-    votes = [0] * count
-    for flags in flag_strings:
+def grants(answers: Sequence[Any], count: int) -> list[int]:
+    """Per lock, the nodes that hold it for us, as a bit mask (bit ``j``: node ``j``).
+
+    ``answers`` holds one answer per node: a flag string (``b"1"`` = ours on that node) or
+    ``None`` (no answer). A malformed answer grants nothing.
+    """
+    masks = [0] * count
+    for node, flags in enumerate(answers):
         if flags is None:
             continue
-        if len(flags) != count:
-            log.error("a lock script answered %d flags for %d locks; ignoring that node", len(flags), count)
+        if not isinstance(flags, bytes) or len(flags) != count:
+            log.error("a lock script answered %s for %d locks; ignoring that node", repr(flags)[:40], count)
             continue
+        bit = 1 << node
         for i, flag in enumerate(flags):
             if flag == 49:  # ord("1")
-                votes[i] += 1
-    return votes
+                masks[i] |= bit
+    return masks
+
+
+def tally(answers: Sequence[Any], count: int) -> list[int]:
+    """Votes per lock: how many nodes hold it for us (see :func:`grants`)."""
+    return [mask.bit_count() for mask in grants(answers, count)]
 
 
 def reported_fences(results: Sequence[Any], fresh: Sequence[TP]) -> dict[TP, list[int]]:

@@ -28,12 +28,12 @@ import secrets
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from rocketkafka.errors import ConfigError, StateError
 from rocketkafka.names import RedisKeys
 from rocketkafka.ordering.locks.nodes import LockNodes
+from rocketkafka.ordering.locks.rounds import Lease, LockRounds
 from rocketkafka.ordering.locks.settings import (
     Held,
     LockSettings,
@@ -49,35 +49,6 @@ from rocketkafka.ordering.locks.settings import (
 from rocketkafka.topic_partition import TP
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Lease:
-    """Private state of one held lock: the public view plus its random token, key names and progress."""
-
-    held: Held
-    token: str
-    lock_key: str
-    fence_key: str
-    renewed_at: float = 0.0
-    delivered: int | None = None
-    acked: int | None = None
-    written: tuple[int, int] | None = None  # progress a quorum has stored
-
-    def set_fence(self, fence: int) -> None:
-        self.held.fencing_token = fence
-
-    def progress(self) -> tuple[int, int] | None:
-        """Progress to write in the next round: recorded and not yet stored by a quorum."""
-        if self.delivered is None or self.acked is None or (self.delivered, self.acked) == self.written:
-            return None
-        return (self.delivered, self.acked)
-
-    def claim_args(self, progress: tuple[int, int] | None) -> tuple[str, str, str, str]:
-        """The four CLAIM arguments of this lock: token, fence, delivered, acked ("" = unchanged)."""
-        if progress is None:
-            return (self.token, str(self.held.fencing_token), "", "")
-        return (self.token, str(self.held.fencing_token), str(progress[0]), str(progress[1]))
 
 
 class LockTable:
@@ -116,7 +87,8 @@ class LockTable:
     - any two majorities share a node; the next acquirer's step 1 reads from a majority
       (it must win one), so it reads at least one node that stored our token in step 2,
       unless that node lost its data since;
-    - node data loss is repaired while the lock is held: every renewal re-writes a missing
+    - node data loss is repaired while the lock is held: a renewal finds a node that lost
+      data by its session stamp and claims every lock there again, which re-writes a missing
       entry and raises the counter to the token (CLAIM), so a node that restarted empty
       holds the token again after the owner's next renewal, and a second node may then
       fail as well;
@@ -127,6 +99,13 @@ class LockTable:
     - tokens can go backwards only if a majority of nodes lost the token between two
       renewals (or between the last release and the next acquisition) -- the same
       fault that breaks mutual exclusion itself, Redlock's assumption.
+
+    **Session leases.** The lease is the owner's, not each lock's: each node keeps one session
+    hash per owner listing the locks it holds there, and a lock entry is live while its owner's
+    session lists it (:mod:`~rocketkafka.ordering.locks.scripts`). A renewal extends that one key
+    on every node that saw all earlier rounds and holds every lock for us; the others are asked to
+    claim them all. Each lock remembers which nodes hold it (their last answer), so a renewal counts
+    a node's vote only for the locks that node granted.
 
     **Re-entrance.** ``lock_batch`` on a lock this table holds renews it and keeps its token
     and fencing token. An entry of the same owner that the table does not hold (an earlier
@@ -160,10 +139,11 @@ class LockTable:
         self.group, self.owner, self.keys, self.settings = group, owner, keys, settings
         self.quorum = quorum(len(redis_urls))
         self._nodes = LockNodes(redis_urls, settings.socket_timeout_ms)
-        self._leases: dict[TP, _Lease] = {}
+        self._leases: dict[TP, Lease] = {}
         self._floor: dict[TP, int] = {}  # highest fencing token seen per lock
         self.lost_total = 0  # held locks lost since start: renewal failed or came too late (metrics)
-        self._state = threading.Lock()  # guards _leases and _floor
+        self._state = threading.Lock()  # guards _leases, _floor and the leases' fields
+        self._calls = LockRounds(self._nodes, group, owner, keys, settings.lease_ms, self._state)
         self._rounds = threading.Lock()  # one round at a time
         self._closed = False
 
@@ -247,10 +227,10 @@ class LockTable:
             started = time.monotonic()
             order = list(renewing) + fresh
             leases = {**renewing, **attempts}
-            results, sent = self._claim([leases[tp] for tp in order])
+            results, sent = self._calls.claim([leases[tp] for tp in order])
             self._check_refused(order, list(attempts.values()))
             deadline = valid_until(started, self.settings)
-            votes = tally([r[0] if r else None for r in results], len(order))
+            votes = tally([r[0] if r else None for r in results], len(order))  # this round's answers only
             renewed, lost = self._settle(renewing, votes[:len(renewing)], sent, started, deadline)
 
             candidates = [tp for i, tp in enumerate(fresh) if votes[len(renewing) + i] >= self.quorum]
@@ -265,7 +245,7 @@ class LockTable:
                 for tp in lost:
                     self._leases.pop(tp, None)
                 self.lost_total += len(lost)
-            self._release(failed + [renewing[tp] for tp in lost])
+            self._calls.release(failed + [renewing[tp] for tp in lost])
             if lost:
                 log.warning("%s lost %d lock(s) of group %s while re-locking: %s",
                             self.owner, len(lost), self.group, sorted(lost))
@@ -275,6 +255,10 @@ class LockTable:
 
     def renew_batch(self) -> set[TP]:
         """Renew every held lock in one round per node; returns the locks now lost.
+
+        A node that saw every earlier round extends our session, one key whatever the number
+        of locks (``RENEW``); any other node, or one that refused some lock before, is asked
+        to claim them all again, which rewrites what it lost (``CLAIM``).
 
         A lock is lost when its client expiry passed before this call, or this round did
         not renew it on a quorum of nodes before the round's validity ended. Lost locks are
@@ -295,9 +279,8 @@ class LockTable:
             round_ms = 0.0
             if live:
                 started = time.monotonic()
-                results, sent = self._claim(list(live.values()))
+                votes, sent = self._calls.renew(list(live.values()))
                 round_ms = (time.monotonic() - started) * 1000
-                votes = tally([r[0] if r else None for r in results], len(live))
                 _, failed = self._settle(live, votes, sent, started, valid_until(started, self.settings))
                 lost |= failed
             if lost:
@@ -311,7 +294,7 @@ class LockTable:
                             "round, by up to %.0f ms; %d without a quorum in time, round %.0f ms)",
                             self.owner, len(lost), self.group, sorted(lost), len(expired), late_ms,
                             len(failed), round_ms)
-                self._release(released)
+                self._calls.release(released)
             return lost
 
     def unlock_batch(self, partitions: Iterable[TP]) -> None:
@@ -328,7 +311,7 @@ class LockTable:
             self._check_open()
             with self._state:
                 leases = [self._leases.pop(tp) for tp in wanted if tp in self._leases]
-            self._release(leases)
+            self._calls.release(leases)
 
     def describe(self, tp: TP) -> dict[str, Any] | None:
         """The lock entry of ``tp`` as a quorum of nodes sees it, or ``None`` when no quorum agrees.
@@ -344,7 +327,7 @@ class LockTable:
         keys = [self.keys.lock(self.group, *tp), self.keys.fence(self.group, *tp)]
         with self._rounds:
             self._check_open()
-            results = self._nodes.round("DESCRIBE", keys, [])
+            results = self._calls.describe(*keys)
             self._check_refused([tp], [])
         return agree([decode_entry(r) for r in results], self.quorum)
 
@@ -359,7 +342,7 @@ class LockTable:
                 self._leases.clear()
             try:
                 if release and leases:
-                    self._release(leases)
+                    self._calls.release(leases)
             finally:
                 self._nodes.close()
 
@@ -378,23 +361,23 @@ class LockTable:
         if self._closed:
             raise StateError(f"lock table of {self.owner!r} in group {self.group!r} is closed")
 
-    def _check_refused(self, tps: Sequence[TP], attempts: Sequence[_Lease]) -> None:
+    def _check_refused(self, tps: Sequence[TP], attempts: Sequence[Lease]) -> None:
         """Raise when so many nodes refused the last round that no quorum can answer (a user without the key
         pattern: it gets no lock, and says why, rather than never winning one); ``attempts`` are released."""
         refusal = self._nodes.refusal(self.quorum, f"the lock table of group {self.group!r}",
                                       [self.keys.lock(self.group, *tp) for tp in tps[:1]],
                                       f"{self.keys.prefix}:{{{self.group}}}:*")
         if refusal is not None:
-            self._release(attempts)
+            self._calls.release(attempts)
             raise refusal
 
-    def _new_lease(self, tp: TP) -> _Lease:
+    def _new_lease(self, tp: TP) -> Lease:
         held = Held(tp[0], tp[1], fencing_token=0, acquired_at=0.0, valid_until=0.0)
-        return _Lease(held, secrets.token_hex(16), self.keys.lock(self.group, *tp),
+        return Lease(held, secrets.token_hex(16), self.keys.lock(self.group, *tp),
                       self.keys.fence(self.group, *tp))
 
-    def _issue_tokens(self, attempts: dict[TP, _Lease], candidates: Sequence[TP],
-                      reported: dict[TP, list[int]], deadline: float) -> dict[TP, _Lease]:
+    def _issue_tokens(self, attempts: dict[TP, Lease], candidates: Sequence[TP],
+                      reported: dict[TP, list[int]], deadline: float) -> dict[TP, Lease]:
         """Second acquisition step for locks a quorum granted: issue and store fencing tokens.
 
         Returns the acquisitions a quorum confirmed before ``deadline``: those are won.
@@ -404,12 +387,12 @@ class LockTable:
                 token = issue_token(reported[tp], self._floor.get(tp, 0))
                 attempts[tp].set_fence(token)
                 self._floor[tp] = token
-        confirmed = self._fence([attempts[tp] for tp in candidates])
+        confirmed = self._calls.fence([attempts[tp] for tp in candidates])
         if time.monotonic() >= deadline:
             return {}
         return {tp: attempts[tp] for tp, n in zip(candidates, confirmed) if n >= self.quorum}
 
-    def _settle(self, leases: dict[TP, _Lease], votes: Sequence[int],
+    def _settle(self, leases: dict[TP, Lease], votes: Sequence[int],
                 sent: Sequence[tuple[int, int] | None], started: float,
                 deadline: float) -> tuple[set[TP], set[TP]]:
         """Apply a renewal round's votes: (renewed, lost). ``sent``: the progress each lease wrote."""
@@ -425,24 +408,3 @@ class LockTable:
                 else:
                     lost.add(tp)
         return renewed, lost
-
-    def _claim(self, leases: Sequence[_Lease]) -> tuple[list[Any], list[tuple[int, int] | None]]:
-        """CLAIM round: (per node results, the progress sent per lease)."""
-        with self._state:  # progress may change under us
-            sent = [lease.progress() for lease in leases]
-            args = [a for lease, progress in zip(leases, sent) for a in lease.claim_args(progress)]
-        keys = [k for lease in leases for k in (lease.lock_key, lease.fence_key)]
-        results = self._nodes.round("CLAIM", keys, [self.owner, str(self.settings.lease_ms), *args])
-        return results, sent
-
-    def _fence(self, leases: Sequence[_Lease]) -> list[int]:
-        """Second acquisition step: store the issued tokens; returns per lock how many nodes confirmed."""
-        keys = [k for lease in leases for k in (lease.lock_key, lease.fence_key)]
-        args = [self.owner, *(a for lease in leases for a in (lease.token, str(lease.held.fencing_token)))]
-        return tally(self._nodes.round("FENCE", keys, args), len(leases))
-
-    def _release(self, leases: Sequence[_Lease]) -> None:
-        if not leases:
-            return
-        self._nodes.round("RELEASE", [lease.lock_key for lease in leases],
-                          [self.owner, *(lease.token for lease in leases)])

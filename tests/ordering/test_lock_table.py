@@ -358,3 +358,100 @@ def test_bad_arguments_fail_at_the_call(rk_backend, rk_settings, rk_group):
             table.lock_batch([("orders", -1)])
         with pytest.raises(ValueError):
             table.lock_batch(["orders"])
+
+
+# -- session leases ----------------------------------------------------------------------------------------
+def _commands_on(url: str, action: Callable[[], object], needle: str) -> list[str]:
+    """The commands node ``url`` ran (scripts' inner calls included) that name ``needle``, while ``action`` ran.
+
+    Read from MONITOR up to a marker sent after the action, so nothing is missed and no wait is guessed.
+    """
+    marker = f"rk-test-marker-{time.monotonic_ns()}"
+    watcher = redis.Redis.from_url(url, socket_timeout=30)
+    seen: list[str] = []
+    with watcher.monitor() as monitor:
+        action()
+        redis.Redis.from_url(url).echo(marker)
+        while marker not in (command := monitor.next_command()["command"]):
+            if needle in command:
+                seen.append(command)
+    return seen
+
+
+def test_a_renewal_costs_the_same_few_commands_for_one_lock_and_for_two_hundred(tables, rk_backend, rk_group):
+    url = rk_backend.redis_urls[0]
+    few, many = tables("A"), tables("B")
+    few.lock_batch(P[:1])
+    many.lock_batch([("orders", p) for p in range(100, 300)])
+    one = _commands_on(url, few.renew_batch, "{%s}" % rk_group)
+    two_hundred = _commands_on(url, many.renew_batch, "{%s}" % rk_group)
+    assert len(one) == len(two_hundred) <= 3, (one, two_hundred)  # EVALSHA, HGET of the stamp, PEXPIRE
+    many.record_progress(("orders", 100), delivered=5, acked=4)
+    with_progress = _commands_on(url, many.renew_batch, "{%s}" % rk_group)
+    assert len(with_progress) == len(two_hundred) + 2, with_progress  # the entry's token read, progress written
+
+
+def test_a_node_back_from_an_older_copy_is_claimed_again_in_full(tables, rk_backend, rk_settings, rk_group):
+    a = tables("A")
+    a.lock_batch(P[:1])
+    node = redis.Redis.from_url(rk_backend.redis_urls[0])
+    session = rk_settings.keys.session(rk_group, "A")
+    older = node.dump(session)  # node 0 as a snapshot taken now would bring it back
+    a.lock_batch(P[1:2])
+    node.restore(session, 0, older, replace=True)
+    node.delete(rk_settings.keys.lock(rk_group, *P[1]))
+    assert a.describe(P[1])["votes"] == 2
+    assert a.renew_batch() == set()
+    assert a.describe(P[1])["votes"] == 3  # the renewal saw the older stamp and rewrote the lost entry
+    assert a.describe(P[0])["votes"] == 3
+
+
+def test_a_crashed_owners_entries_stay_but_are_free_after_its_lease(tables, rk_backend, rk_settings, rk_group):
+    a, b = tables("A", SHORT), tables("B", SHORT)
+    token = _take(a, P[:2])[P[0]].fencing_token
+    a.close(release=False)  # as a SIGKILL leaves them: no release, no more renewals
+    assert b.lock_batch(P[:2]) == {}
+    won = wait_until(lambda: b.lock_batch(P[:2]), timeout=5)
+    assert won and won.keys() == set(P[:2]), "B never won after A's session expired"
+    assert won[P[0]].fencing_token > token
+    entries = [redis.Redis.from_url(url).hget(rk_settings.keys.lock(rk_group, *P[0]), "owner")
+               for url in rk_backend.redis_urls]
+    assert entries.count(b"B") >= 2  # B overwrote A's entries, which had no expiry of their own
+
+
+def test_describe_shows_no_owner_once_its_session_is_gone(tables):
+    a, b = tables("A", SHORT), tables("B", SHORT)
+    _take(a, P[:1])
+    a.close(release=False)
+    assert b.describe(P[0])["owner"] == "A"
+    assert wait_until(lambda: b.describe(P[0]) is None, timeout=5)
+
+
+def _old_style_entry(rk_backend, rk_settings, group: str, tp: tuple[str, int], ttl_ms: int,
+                     nodes: range | None = None) -> None:
+    """An entry as a member of the version before sessions writes it: the lease is its own TTL."""
+    for index in nodes or range(len(rk_backend.redis_urls)):
+        client = redis.Redis.from_url(rk_backend.redis_urls[index])
+        key = rk_settings.keys.lock(group, *tp)
+        client.hset(key, mapping={"owner": "old@1", "token": "t", "fence": "1"})
+        client.pexpire(key, ttl_ms)
+
+
+def test_an_entry_leased_the_old_way_is_live_until_its_ttl_ends(tables, rk_backend, rk_settings, rk_group):
+    """A rolling upgrade: a member of the old version holds the partition until its lease runs out."""
+    b = tables("B", SHORT)
+    _old_style_entry(rk_backend, rk_settings, rk_group, P[0], ttl_ms=1500)
+    assert b.lock_batch(P[:1]) == {}
+    assert b.describe(P[0])["owner"] == "old@1"
+    assert wait_until(lambda: b.lock_batch(P[:1]), timeout=5)
+
+
+def test_a_node_that_refused_a_lock_grants_it_at_a_later_renewal(tables, rk_backend, rk_settings, rk_group):
+    a = tables("A")
+    _old_style_entry(rk_backend, rk_settings, rk_group, P[0], ttl_ms=1000, nodes=range(1))
+    assert a.lock_batch(P[:1]).keys() == {P[0]}  # nodes 1 and 2
+    assert a.describe(P[0])["votes"] == 2
+    assert wait_until(lambda: not redis.Redis.from_url(rk_backend.redis_urls[0]).exists(
+        rk_settings.keys.lock(rk_group, *P[0])), timeout=5)
+    assert a.renew_batch() == set()
+    assert a.describe(P[0])["votes"] == 3  # node 0 was asked to claim it again, not only to renew

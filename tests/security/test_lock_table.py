@@ -100,10 +100,10 @@ def test_an_owner_whose_lock_was_taken_commits_nothing_more_and_the_new_token_is
         held = a.held()[tp]
         owned = OwnedLock(tp, _Done(tp, 0), (tp,), held.fencing_token)
         kafka.commit(offsets=due_offsets([owned], a.is_held), asynchronous=False)
-        # "somehow": a party that may write any key drops A's entries and takes the lock
+        # "somehow": a party that may write any key drops A's lease (its session and entries) and takes the lock
         for url in rk_settings.redis_urls:
             with redis.Redis.from_url(url) as node:
-                node.delete(keys.lock(rk_group, *tp))
+                node.delete(keys.lock(rk_group, *tp), keys.session(rk_group, "owner-a"))
         assert wait_for(lambda: b.lock_batch([tp]), 10)
         taken = b.held()[tp]
         assert taken.fencing_token > held.fencing_token

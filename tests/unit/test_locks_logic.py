@@ -10,8 +10,8 @@ from rocketkafka.errors import ConfigError
 import hashlib
 
 from rocketkafka.ordering.locks.nodes import SCRIPTS, SHAS
-from rocketkafka.ordering.locks.settings import partition_pairs, tally
-from rocketkafka.ordering.locks.table import _Lease
+from rocketkafka.ordering.locks.settings import grants, partition_pairs, tally
+from rocketkafka.ordering.locks.rounds import Lease
 from rocketkafka.ordering.locks import (Held, LockSettings, agree, issue_token, quorum, quorum_ttl, valid_until)
 
 
@@ -100,6 +100,11 @@ def test_votes_count_only_answering_nodes_that_say_ours():
     assert tally([b"10", b"1"], 2) == [1, 0]  # a malformed answer is no vote
 
 
+def test_grants_say_which_nodes_hold_each_lock():
+    assert grants([b"101", None, b"100"], 3) == [0b101, 0, 0b001]  # node 2 holds the first lock only
+    assert grants([b"1", 1, [b"1"]], 1) == [0b001]  # anything but a flag string grants nothing
+
+
 def test_partitions_are_validated_and_deduplicated():
     assert partition_pairs([("t", 1), ("t", 0), ("t", 1)]) == [("t", 1), ("t", 0)]
     for bad in (["t"], [("t", -1)], [("", 0)], [("t", "0")], [("t", True)], [None]):
@@ -114,7 +119,7 @@ def test_the_scripts_shas_are_those_redis_computes():
 
 def test_progress_is_sent_until_a_quorum_stored_it():
     held = Held("t", 0, fencing_token=4, acquired_at=0.0, valid_until=0.0)
-    lease = _Lease(held, "tok", "lock", "fence")
+    lease = Lease(held, "tok", "lock", "fence")
     assert lease.progress() is None
     assert lease.claim_args(None) == ("tok", "4", "", "")
     lease.delivered, lease.acked = 10, 7
