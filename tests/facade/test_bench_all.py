@@ -1,4 +1,4 @@
-"""``rocketkafka bench all`` end to end on the test broker, at a tiny scale (about 40 s)."""
+"""``rocketkafka bench all`` end to end on the test broker, at a tiny scale (about 70 s)."""
 
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ def test_bench_all_writes_figures_with_raw_ratios(rk_settings, monkeypatch, tmp_
     # the session's broker and Redis nodes, given as a cluster: no second embedded stack
     for name, value in rk_settings.environment().items():
         monkeypatch.setenv(name, value)
-    result = CliRunner().invoke(bench, ["all", "--scale", "0.02", "--only", "produce,consume,latency",
+    result = CliRunner().invoke(bench, ["all", "--scale", "0.02", "--only", "produce,consume,latency,idle",
                                         "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert "[1/3] produce: running" in result.output and "[3/3] latency: done" in result.output
+    assert "[1/4] produce: running" in result.output and "[4/4] idle: done" in result.output
 
     document = json.loads((tmp_path / "bench.json").read_text())
-    assert document["failed"] == [] and set(document["runs"]) == {"produce", "consume", "latency"}
+    assert document["failed"] == [] and set(document["runs"]) == {"produce", "consume", "latency", "idle"}
     assert document["machine"]["broker"]["bootstrap_servers"] == rk_settings.bootstrap_servers
     rows = {(r["bench"], r["figure"]): r for r in document["rows"]}
     assert all(r["value"] > 0 for r in rows.values())
@@ -43,4 +43,9 @@ def test_bench_all_writes_figures_with_raw_ratios(rk_settings, monkeypatch, tmp_
     assert latency["value"] > 0 and latency["target"]["note"] == "raw tuned beside p99 + 20 ms"
     assert latency["target"]["threshold"] == pytest.approx(beside + 20, rel=0.01)  # the detail rounds it
     assert rows[("latency", "raw, tuned (fetch.wait.max.ms=5): p99")]["target"] is None
+    idle = {f: r for (b, f), r in rows.items() if b == "idle"}  # % of a core, measured in a child of its own
+    push = idle["PushConsumer concurrent, no-op listener, defaults"]
+    assert push["unit"] == "% core" and push["target"]["threshold"] == 0.5 and isinstance(push["met"], bool)
+    assert push["baseline_name"] == "raw, engine's fetch" and push["ratio"] > 0
+    assert idle["delay forwarder, no due records, defaults"]["target"]["threshold"] == 0.5 and len(idle) == 4
     assert (tmp_path / "bench.png").stat().st_size > 0 and (tmp_path / "bench.md").exists()

@@ -158,7 +158,8 @@ def test_chart_of_no_targets_still_draws(tmp_path):
 def test_select_keeps_the_run_order():
     assert select() == list(bench_all.BENCHES)
     assert select(["spark", "produce"]) == ["produce", "spark"]
-    assert select(skip=["spark", "delay"]) == ["produce", "consume", "latency", "orderly", "txn", "memory"]
+    assert select(skip=["spark", "delay"]) == ["produce", "consume", "latency", "orderly", "txn", "memory", "idle"]
+    assert "idle" not in select(skip=["idle"]) and select(["idle"]) == ["idle"]
     with pytest.raises(ValueError, match="nope"):
         select(["nope"])
 
@@ -264,6 +265,47 @@ def test_every_issue_target_is_declared_once_where_its_bench_lives():
     assert (PLAIN_TARGET.threshold, FLOOR_TARGET.threshold, RAW_TARGET.threshold) == (0.95, 0.85, 0.5)
     assert TXN_TARGET.threshold == 0.3
     assert (LATENESS_TARGET.op, LATENESS_TARGET.threshold, FORWARDER_TARGET.threshold) == ("<", 50.0, 0.6)
+
+
+def test_idle_rows_hold_issue_34s_goals_against_raw_floors():
+    from rocketkafka.tools.bench.idle import IDLE_TARGET, TITLES, idle_rows
+
+    def cpu(*values, owned=8):
+        return [{"cpu_pct": v, "ready_s": 2.0, "owned": owned} for v in values]
+
+    results = {"raw-default": cpu(0.2, 0.1, 0.4), "raw-engine": cpu(0.5, 0.4, 1.0),
+               "push-concurrent": cpu(1.5, 1.2, 1.5), "forwarder": cpu(3.8, 4.0, 3.0, owned=96)}
+    rows = {mode: row for mode, row in zip(TITLES, idle_rows(results, 10.0, 3))}
+    assert [r.figure for r in rows.values()] == list(TITLES.values())
+    assert {r.bench for r in rows.values()} == {"idle"} and {r.unit for r in rows.values()} == {"% core"}
+    assert (IDLE_TARGET.op, IDLE_TARGET.threshold) == ("<=", 0.5)
+    assert rows["raw-default"].value == 0.2 and rows["raw-default"].target is None
+    engine = rows["raw-engine"]
+    assert "fetch.wait.max.ms=10" in engine.figure and engine.ratio == pytest.approx(2.5) and engine.baseline_name == "raw, defaults" and engine.met is None
+    push = rows["push-concurrent"]
+    # per round 1.5/0.5, 1.2/0.4, 1.5/1.0: median 3.0 (not 1.5 / 0.5 of the medians); to raw at defaults 7.5, 12, 3.75
+    assert push.value == 1.5 and push.spread == (1.2, 1.5) and push.ratio == pytest.approx(3.0)
+    assert push.floor_ratio == pytest.approx(7.5) and push.floor_name == "raw, defaults"
+    assert push.met is False and push.target_text == "<= 0.5 % core (issue 34)"  # the goal is missed, and says so
+    forwarder = rows["forwarder"]
+    assert forwarder.value == 3.8 and forwarder.met is False and forwarder.ratio is None
+    assert "96 level and step partitions" in forwarder.detail
+    met = idle_rows({**results, "push-concurrent": cpu(0.3, 0.5, 0.4)}, 10.0, 3)[2]
+    assert met.met is True and "MISS" not in table_lines([met])[-1]
+
+
+def test_idle_cpu_is_read_from_the_process_cpu_clock():
+    import os
+    import time
+
+    from rocketkafka.tools.bench.idle import cpu_seconds, cpu_share
+
+    before, own = cpu_seconds(os.getpid()), time.process_time()
+    sum(range(300_000))  # some CPU
+    assert cpu_seconds(os.getpid()) - before == pytest.approx(time.process_time() - own, abs=0.005)
+    assert cpu_share(0.05, 10.0) == pytest.approx(0.5)
+    with pytest.raises(ValueError):
+        cpu_share(1.0, 0.0)
 
 
 def test_the_benchmarks_page_explains_bench_all():

@@ -81,7 +81,7 @@ def test_child_environment_carries_exactly_the_settings(secured, monkeypatch, tm
 
 
 def test_benchmark_children_get_settings_by_environment(secured, spawns, monkeypatch, tmp_path):
-    from rocketkafka.tools.bench import memory, produce, rounds
+    from rocketkafka.tools.bench import idle, memory, produce, rounds
     from rocketkafka.tools.bench.delay import ForwarderProcess
     from rocketkafka.tools.demo_orderly import MemberProcess
 
@@ -96,7 +96,9 @@ def test_benchmark_children_get_settings_by_environment(secured, spawns, monkeyp
         ForwarderProcess(secured, secured.delay, "unit")
     with pytest.raises(Spawned):
         MemberProcess(SimpleNamespace(settings=secured), tmp_path, "B", "g", "t")
-    assert len(spawns) == 5
+    with pytest.raises(Spawned):
+        idle.measure(secured, {"mode": "forwarder", "topic": "t", "partitions": 8}, 0.0, 1.0)
+    assert len(spawns) == 6
     for spawn in spawns:
         assert_settings_by_environment(spawn.argv, spawn.env, secured, monkeypatch)
 

@@ -221,6 +221,21 @@ def exactly_once_cmd(due_count: int, count: int, rate: int, seconds: float, roun
                    f"exactly once: {rounds} rounds, consumer batches of {batch}", _say)
 
 
+@bench.command()
+@click.option("--seconds", default=10.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="measured window per contender and round")
+@click.option("--rounds", default=3, show_default=True, type=click.IntRange(1), help="interleaved rounds")
+@click.option("--settle", default=2.0, show_default=True, type=click.FloatRange(min=0),
+              help="seconds between owning the partitions and the window")
+def idle(seconds: float, rounds: int, settle: float) -> None:
+    """Idle CPU (% of one core) of a PushConsumer on 8 partitions and of the delay forwarder, beside raw floors."""
+    from rocketkafka.tools.bench.idle import bench_idle
+
+    with bench_settings() as settings:
+        print_rows(bench_idle(settings, seconds, rounds, settle, _say),
+                   f"idle CPU: {seconds:g} s windows, {rounds} rounds", _say)
+
+
 class _LazySparkBench(click.Command):
     """``bench spark`` lives in the spark package; importing pyspark only when it runs keeps other benches light."""
 

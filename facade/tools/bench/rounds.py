@@ -60,6 +60,8 @@ def interleave(names: Sequence[str], run_one: Callable[[str], dict[str, Any]], r
 def _short(result: Mapping[str, Any]) -> str:
     if "rate" in result:
         return f"{result['rate']:,.0f}/s"
+    if "cpu_pct" in result:
+        return f"{result['cpu_pct']:.2f}% of a core"
     if "beside_p50_ms" in result:
         return (f"p50 {result['p50_ms']:.1f} ms p99 {result['p99_ms']:.1f} ms "
                 f"(raw tuned beside: p50 {result['beside_p50_ms']:.1f} ms p99 {result['beside_p99_ms']:.1f} ms)")

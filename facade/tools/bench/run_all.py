@@ -69,6 +69,12 @@ def _delay(settings: Settings, scale: float, log: Log) -> list[BenchRow]:
                        log=log).rows()
 
 
+def _idle(settings: Settings, scale: float, log: Log) -> list[BenchRow]:
+    from rocketkafka.tools.bench.idle import bench_idle
+
+    return bench_idle(settings, seconds=max(3.0, 10.0 * scale), rounds=3 if scale >= 0.5 else 1, log=log)
+
+
 def _txn(settings: Settings, scale: float, log: Log) -> list[BenchRow]:
     from rocketkafka.tools.bench.txn import bench_txn
 
@@ -93,7 +99,7 @@ class Bench:
 #: Every benchmark, in the order ``bench all`` runs them (Spark last: its JVM stays up until exit).
 BENCHES: dict[str, Bench] = {b.name: b for b in (
     Bench("produce", _produce), Bench("consume", _consume), Bench("latency", _latency), Bench("orderly", _orderly), Bench("delay", _delay),
-    Bench("txn", _txn), Bench("memory", _memory), Bench("spark", _spark),
+    Bench("txn", _txn), Bench("memory", _memory), Bench("idle", _idle), Bench("spark", _spark),
 )}
 
 
