@@ -57,7 +57,7 @@ class OwnershipOptions(BaseModel):
         heartbeat_interval_ms, member_timeout_ms: membership heartbeats, and silence after which a
             member is gone.
         rebalance_interval_ms: a safety rebalance besides join/leave announcements (RocketMQ: 20 s).
-        lock_lease_ms: server-side TTL of a partition lock (RocketMQ: 60 s).
+        lock_lease_ms: server-side TTL of this member's lock session (RocketMQ: 60 s).
         lock_renew_interval_ms: how often every held lock is renewed (RocketMQ: 20 s).
         lock_client_expiry_ms: a lock counts as lost this long after its last renewal, whatever
             happened since.

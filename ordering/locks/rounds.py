@@ -87,10 +87,12 @@ class LockRounds:
         """
         sent = self._progress(leases)
         changed = [(lease, progress) for lease, progress in zip(leases, sent) if progress is not None]
+        previous, stamp = self._next_stamp()
         renew = self.nodes.pack("RENEW", [self.session, *(lease.lock_key for lease, _ in changed)],
-                                [self._stamp, self.lease_ms,
+                                [previous, stamp, self.lease_ms,
                                  *(a for lease, (d, k) in changed for a in (lease.token, str(d), str(k)))])
         holding_all = functools.reduce(int.__and__, (lease.granted for lease in leases))
+        claimed_all: set[int] = set()  # nodes sent a full claim (set.add: atomic under the GIL)
 
         @functools.cache
         def claim_all() -> list[bytes]:  # packed by the first node that needs it: rare
@@ -99,11 +101,18 @@ class LockRounds:
         def on_node(index: int, node: LockNode, deadline: float) -> Any:
             if holding_all >> index & 1 and node.call("RENEW", renew, deadline) == 1:
                 return _RENEWED
+            claimed_all.add(index)
             return node.call("CLAIM", claim_all(), deadline)
 
         answers = self.nodes.run("RENEW", on_node)
         renewed = sum(1 << index for index, answer in enumerate(answers) if answer is _RENEWED)
         masks = self.record_grants(leases, [None if answer is _RENEWED else answer for answer in answers])
+        # a full claim that ran without its answer reaching us rebuilt the session from what it found: what the
+        # node said before no longer holds, so it is claimed in full again next time
+        unsure = sum(1 << index for index in claimed_all if answers[index] is None)
+        with self._state:
+            for lease in leases:
+                lease.granted &= ~unsure
         return [(mask | lease.granted & renewed).bit_count() for lease, mask in zip(leases, masks)], sent
 
     def fence(self, leases: Sequence[Lease]) -> list[int]:
@@ -148,7 +157,7 @@ class LockRounds:
 
     def _claim_args(self, leases: Sequence[Lease], sent: Sequence[Progress], full: bool) -> tuple[list[str], list[str]]:
         """CLAIM's keys and arguments; ``sent``: the progress each lease writes. ``full``: ``leases`` are all we
-        hold (a node rebuilds our session from them, and the stamp stays)."""
+        hold (a node rebuilds our session from them and takes the round's stamp, already moved by the renewal)."""
         previous, stamp = (self._stamp, self._stamp) if full else self._next_stamp()
         keys = [self.session, *(k for lease in leases for k in (lease.lock_key, lease.fence_key))]
         return keys, [self.owner, self.lease_ms, self.sessions, previous, stamp, "1" if full else "",

@@ -15,15 +15,21 @@ take, exactly as an expired entry was. So a renewal extends one key per node
 (:data:`RENEW`), whatever the number of locks: a thousand locks cost what one does.
 
 The session also carries a *stamp* (field ``~``), which the owner changes with every
-round that changes its locks on the node (claim, fence, release), and which a node
-takes only when it already carried the previous one. A node that missed a round, or
+round (claim, renew, fence, release), and which a node takes only when it already carried
+the previous one (a full claim sets it whatever the node carried). A node that missed a round, or
 restarted empty, or came back from an older snapshot, carries another stamp (or
 none); :data:`RENEW` then answers ``0`` and the owner claims all its locks on that
 node again (:data:`CLAIM` with ``full``), which rewrites what the node lost: renewals
 still heal nodes. What a stamp cannot show is one key of the lock table removed behind its back
 while the session stays (a hand-deleted entry, a ``maxmemory-policy`` that evicts keys one by one):
 its owner does not notice while its session lives, and another member may take the lock there.
-Run the lock nodes with ``maxmemory-policy noeviction``, as any Redlock store.
+Run the lock nodes with ``maxmemory-policy noeviction``, as any Redlock store. The scripts read
+another owner's session, a key not passed in ``KEYS``: plain Redis allows it; a key-routing
+proxy or a store that enforces declared keys does not.
+
+A member of the version before sessions never takes a partition whose entry a member of this
+version wrote (such an entry has no TTL): in a rolling upgrade the old members wait, and a
+rollback needs the lock keys of the group deleted once every new member has stopped.
 
 The lock entry of one (group, topic, partition) is a hash at
 :meth:`RedisKeys.lock <rocketkafka.names.RedisKeys.lock>` with the fields
@@ -70,7 +76,7 @@ end
 # ARGV[4]     the stamp the session carries if the node saw every earlier round ("" before any)
 # ARGV[5]     the stamp to carry after this round
 # ARGV[6]     "1": these are all the locks the owner holds (the session is rebuilt from them
-#             and takes the stamp whatever it carried), "" otherwise
+#             and takes the new stamp whatever it carried), "" otherwise
 # ARGV[4i+3 .. 4i+6], four per lock i:
 #             token      random token of this acquisition
 #             fence      fencing token already issued to it; "0" while acquiring (then the
@@ -98,15 +104,15 @@ for i = 1, (#KEYS - 1) / 2 do
   local a = 4 * i + 3
   local token, fence, delivered, acked = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
   local cur = redis.call('HMGET', lock, 'owner', 'token', 'fence')
+  local known = redis.call('GET', counter) or '0'
+  if fence == '0' then  -- also when a retried call finds its own first run's entry
+    if cur[3] and tonumber(cur[3]) > tonumber(known) then fences[#fences + 1] = cur[3]
+    else fences[#fences + 1] = known end
+  end
   if cur[1] == owner and cur[2] == token and cur[3] == fence then
     flags[i] = '1'
     if delivered ~= '' then redis.call('HSET', lock, 'delivered', delivered, 'acked', acked) end
   else
-    local known = redis.call('GET', counter) or '0'
-    if fence == '0' then
-      if cur[3] and tonumber(cur[3]) > tonumber(known) then fences[#fences + 1] = cur[3]
-      else fences[#fences + 1] = known end
-    end
     if cur[1] and cur[1] ~= owner and live(lock, cur[1], cur[2], sessions) then
       flags[i] = '0'
     else
@@ -127,19 +133,23 @@ return {table.concat(flags), table.concat(fences, ' ')}
 # KEYS[1]     the session hash of this owner
 # KEYS[1+i]   lock hash of lock i, for the locks with progress to write
 # ARGV[1]     the stamp the session carries if the node saw every round
-# ARGV[2]     lease (ms)
-# ARGV[3i], ARGV[3i+1], ARGV[3i+2]: token, delivered and acked of lock i
-# Returns 1: the session is extended (every lock it lists is renewed) and the progress written;
-#   0: the node carries another stamp or lost an entry, nothing is extended -- the owner claims
+# ARGV[2]     the stamp to carry after this round (every round moves it, so a copy of the node
+#             taken before any round never matches again)
+# ARGV[3]     lease (ms)
+# ARGV[3i+1], ARGV[3i+2], ARGV[3i+3]: token, delivered and acked of lock i
+# Returns 1: the session is extended (every lock it lists is renewed), the progress written and
+#   the stamp moved; 0: the node carries another stamp, or a lock with progress is not ours
+#   there -- the session is not extended (some progress may be written), and the owner claims
 #   all its locks there again (CLAIM with full).
 RENEW = """
 if redis.call('HGET', KEYS[1], '~') ~= ARGV[1] then return 0 end
 for i = 2, #KEYS do
-  local a = 3 * (i - 1)
+  local a = 3 * (i - 1) + 1
   if redis.call('HGET', KEYS[i], 'token') ~= ARGV[a] then return 0 end
   redis.call('HSET', KEYS[i], 'delivered', ARGV[a + 1], 'acked', ARGV[a + 2])
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('HSET', KEYS[1], '~', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1
 """
 
@@ -150,8 +160,8 @@ return 1
 # ARGV[1]     owner id
 # ARGV[2], ARGV[3]: the stamp before and after this round (as in CLAIM)
 # ARGV[2i+2], ARGV[2i+3]: token and issued fence of lock i
-# Returns a string with one character per lock: "1" the entry is ours with this token and
-#   now carries the fence, "0" it is not (then only the counter moved).
+# Returns a string with one character per lock: "1" the entry is ours with this token, our
+#   session lists it, and it now carries the fence; "0" it is not (then only the counter moved).
 # The counter is raised to max(counter, fence) on every node that answers, ours or not:
 # raising it never hurts, and it makes the token durable where it is known.
 FENCE = """
@@ -164,7 +174,7 @@ for i = 1, (#KEYS - 1) / 2 do
   local c = redis.call('GET', counter)
   if (not c) or tonumber(c) < tonumber(fence) then redis.call('SET', counter, fence) end
   local cur = redis.call('HMGET', lock, 'owner', 'token')
-  if cur[1] == owner and cur[2] == token then
+  if cur[1] == owner and cur[2] == token and redis.call('HGET', session, lock) == token then
     redis.call('HSET', lock, 'fence', fence)
     flags[i] = '1'
   else
@@ -193,7 +203,7 @@ for i = 2, #KEYS do
     redis.call('DEL', KEYS[i])
     deleted = deleted + 1
   end
-  redis.call('HDEL', session, KEYS[i])
+  if redis.call('HGET', session, KEYS[i]) == ARGV[i + 2] then redis.call('HDEL', session, KEYS[i]) end
 end
 if synced then redis.call('HSET', session, '~', ARGV[3]) end
 return deleted

@@ -28,8 +28,8 @@ class LockSettings:
     """Timings of the lock table; every duration is in milliseconds.
 
     Parameters:
-        lease_ms: server-side TTL of a lock entry (RocketMQ: 60 s). A crashed owner's
-            partitions are free again this long after its last renewal.
+        lease_ms: server-side TTL of the owner's session, which holds its locks (RocketMQ: 60 s).
+            A crashed owner's partitions are free again this long after its last renewal.
         renew_interval_ms: how often the owner renews all its locks (RocketMQ: 20 s).
         client_expiry_ms: the owner treats a lock as lost this long after the start of its
             last successful quorum round, whatever happened since. Shorter than the lease by

@@ -116,7 +116,7 @@ class LockTable:
         redis_urls: the independent Redis nodes, ``redis://host:port/db``; 1 or an odd number.
         group: the consumer group the locks belong to.
         owner: this consumer's id, unique in the group.
-        keys: Redis key names (``RedisKeys.lock`` and ``RedisKeys.fence`` are used).
+        keys: Redis key names (``RedisKeys.lock``, ``RedisKeys.fence`` and ``RedisKeys.session`` are used).
         settings: timings, see :class:`LockSettings`.
 
     Raises:
@@ -301,7 +301,8 @@ class LockTable:
         """Release partitions on every node, each only where the entry is still ours.
 
         The table forgets them first, so :meth:`is_held` is False at once. Partitions not
-        held are ignored; nodes that do not answer let the entry expire with its lease.
+        held are ignored; a node that does not answer keeps the lock listed until our session there
+        expires or a full claim there drops it.
 
         Raises:
             StateError: the table is closed.
