@@ -72,12 +72,12 @@ class LockRounds:
         self._sid = secrets.token_hex(6)
         self._stamp, self._stamped = "", 0  # the stamp every node that saw each round carries; rounds made
 
-    def claim(self, leases: Sequence[Lease]) -> tuple[list[Any], list[Progress]]:
-        """CLAIM round: (per node results, the progress sent per lease); grants are recorded."""
+    def claim(self, leases: Sequence[Lease]) -> tuple[list[Any], list[int], list[Progress]]:
+        """CLAIM round: (per node results, the nodes granting each lease in this round, the progress sent per
+        lease); grants are recorded."""
         sent = self._progress(leases)
         results = self.nodes.round("CLAIM", *self._claim_args(leases, sent, full=False))
-        self.record_grants(leases, results)
-        return results, sent
+        return results, self.record_grants(leases, results), sent
 
     def renew(self, leases: Sequence[Lease]) -> tuple[list[int], list[Progress]]:
         """Renewal round over all we hold: (votes per lease, the progress sent per lease).
@@ -150,7 +150,7 @@ class LockRounds:
         return masks
 
     def _next_stamp(self) -> tuple[str, str]:
-        """(the stamp nodes carry now, the one they take in this round): every round that changes locks."""
+        """(the stamp nodes carry now, the one they take in this round): every round moves it."""
         self._stamped += 1
         previous, self._stamp = self._stamp, f"{self._sid}:{self._stamped}"
         return previous, self._stamp

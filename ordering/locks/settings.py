@@ -205,10 +205,6 @@ def grants(answers: Sequence[Any], count: int) -> list[int]:
     return masks
 
 
-def tally(answers: Sequence[Any], count: int) -> list[int]:
-    """Votes per lock: how many nodes hold it for us (see :func:`grants`)."""
-    return [mask.bit_count() for mask in grants(answers, count)]
-
 
 def reported_fences(results: Sequence[Any], fresh: Sequence[TP]) -> dict[TP, list[int]]:
     """The highest fencing token each answering node reported per newly claimed lock."""

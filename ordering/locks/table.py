@@ -43,7 +43,6 @@ from rocketkafka.ordering.locks.settings import (
     partition_pairs,
     quorum,
     reported_fences,
-    tally,
     valid_until,
 )
 from rocketkafka.topic_partition import TP
@@ -227,10 +226,10 @@ class LockTable:
             started = time.monotonic()
             order = list(renewing) + fresh
             leases = {**renewing, **attempts}
-            results, sent = self._calls.claim([leases[tp] for tp in order])
+            results, masks, sent = self._calls.claim([leases[tp] for tp in order])
             self._check_refused(order, list(attempts.values()))
             deadline = valid_until(started, self.settings)
-            votes = tally([r[0] if r else None for r in results], len(order))  # this round's answers only
+            votes = [mask.bit_count() for mask in masks]  # this round's answers only
             renewed, lost = self._settle(renewing, votes[:len(renewing)], sent, started, deadline)
 
             candidates = [tp for i, tp in enumerate(fresh) if votes[len(renewing) + i] >= self.quorum]

@@ -10,7 +10,7 @@ from rocketkafka.errors import ConfigError
 import hashlib
 
 from rocketkafka.ordering.locks.nodes import SCRIPTS, SHAS
-from rocketkafka.ordering.locks.settings import grants, partition_pairs, tally
+from rocketkafka.ordering.locks.settings import grants, partition_pairs
 from rocketkafka.ordering.locks.rounds import Lease
 from rocketkafka.ordering.locks import (Held, LockSettings, agree, issue_token, quorum, quorum_ttl, valid_until)
 
@@ -96,8 +96,8 @@ def test_describe_needs_a_quorum_of_identical_entries():
 
 
 def test_votes_count_only_answering_nodes_that_say_ours():
-    assert tally([b"101", None, b"100"], 3) == [2, 0, 1]
-    assert tally([b"10", b"1"], 2) == [1, 0]  # a malformed answer is no vote
+    assert [m.bit_count() for m in grants([b"101", None, b"100"], 3)] == [2, 0, 1]
+    assert [m.bit_count() for m in grants([b"10", b"1"], 2)] == [1, 0]  # a malformed answer is no vote
 
 
 def test_grants_say_which_nodes_hold_each_lock():
