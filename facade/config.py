@@ -98,6 +98,14 @@ def kafka_client(factory: Callable[[dict[str, Any]], T], config: dict[str, Any])
         raise ConfigError(f"the Kafka client refused the settings: {redact_url(text)}") from None
 
 
+#: The engine's fetch wait on a broker that answers a fetch as soon as a record arrives (ms): an idle consumer
+#: sends 10 empty fetches a second instead of librdkafka's 2, and a partition resumed after a pause waits at most
+#: this long for the fetch already in flight (librdkafka keeps one per broker) before its own is sent.
+DEFAULT_FETCH_WAIT_MS = 100
+#: ... on a broker that holds every fetch for its whole wait (Tansu): the latency floor of a light stream there.
+SHORT_FETCH_WAIT_MS = 10
+
+
 class Settings(BaseSettings):
     """Connection settings shared by every client and service.
 
@@ -113,6 +121,12 @@ class Settings(BaseSettings):
             the broker's ``default.replication.factor``). Delayed messages and open transactions live only
             there, so they should be as durable as the user's topics.
         internal_min_insync_replicas: ``min.insync.replicas`` of new internal topics (None: the broker's).
+        fetch_wait_ms: how long the broker may hold a fetch of the engine's consumers while no record is
+            waiting (librdkafka's ``fetch.wait.max.ms``; None: :data:`DEFAULT_FETCH_WAIT_MS`). A broker that
+            answers as soon as a record arrives (Apache Kafka) costs no latency for a long wait, and an idle
+            consumer sends fewer empty fetches; a broker that holds every fetch for its whole wait (Tansu,
+            DESIGN §4) needs :data:`SHORT_FETCH_WAIT_MS`. The test backends and the dev stack probe which one
+            their broker is (:func:`rocketkafka.testing.broker_probes.probe_fetch_wait`).
 
     Where values come from, first wins: arguments in code, ``ROCKETKAFKA_*`` variables, the
     properties file ``ROCKETKAFKA_CONFIG_FILE`` names (:mod:`rocketkafka.config_file`, the place for
@@ -134,6 +148,7 @@ class Settings(BaseSettings):
     delay: DelayConfig = Field(default_factory=DelayConfig.load)
     internal_replication_factor: int | None = None
     internal_min_insync_replicas: int | None = None
+    fetch_wait_ms: int | None = Field(default=None, ge=0, le=300_000)
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
@@ -293,6 +308,8 @@ class Settings(BaseSettings):
             env["ROCKETKAFKA_INTERNAL_REPLICATION_FACTOR"] = str(self.internal_replication_factor)
         if self.internal_min_insync_replicas is not None:
             env["ROCKETKAFKA_INTERNAL_MIN_INSYNC_REPLICAS"] = str(self.internal_min_insync_replicas)
+        if self.fetch_wait_ms is not None:
+            env["ROCKETKAFKA_FETCH_WAIT_MS"] = str(self.fetch_wait_ms)
         env.update(self.delay.environment())
         return env
 
@@ -312,6 +329,11 @@ class Settings(BaseSettings):
         env.update(self.environment())
         env.update(extra)
         return env
+
+    @property
+    def engine_fetch_wait_ms(self) -> int:
+        """The ``fetch.wait.max.ms`` of the engine's consumers: :attr:`fetch_wait_ms`, else the default."""
+        return DEFAULT_FETCH_WAIT_MS if self.fetch_wait_ms is None else self.fetch_wait_ms
 
     def require_redis(self) -> list[str]:
         """The Redis URLs, or a clear error for clients that need the lock table."""

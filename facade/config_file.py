@@ -41,6 +41,7 @@ OWN_KEYS = {
     "rocketkafka.redis.prefix": "redis_prefix",
     "rocketkafka.internal.replication.factor": "internal_replication_factor",
     "rocketkafka.internal.min.insync.replicas": "internal_min_insync_replicas",
+    "rocketkafka.fetch.wait.ms": "fetch_wait_ms",
 }
 
 

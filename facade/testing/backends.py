@@ -27,7 +27,7 @@ from typing import Any
 
 from rocketkafka.config import Settings
 from rocketkafka.errors import ConfigError
-from rocketkafka.testing.broker_probes import probe
+from rocketkafka.testing.broker_probes import FETCH_WAIT_ENV, probe, probe_fetch_wait
 from rocketkafka.testing.capabilities import BROKER_FEATURES, Capability, MissingCapability
 from rocketkafka.testing.devstack import DevStack
 
@@ -56,9 +56,21 @@ class Backend(ABC):
         """The Redis nodes' URLs."""
 
     def settings(self, **overrides) -> Settings:
-        """Client settings pointing at this backend (with :meth:`client_config`'s security settings)."""
+        """Client settings pointing at this backend (with :meth:`client_config`'s security settings and the
+        fetch wait its broker wants, :meth:`fetch_wait_ms`)."""
         overrides.setdefault("kafka", self.client_config())
+        if FETCH_WAIT_ENV not in os.environ:  # the variable wins over the probe
+            overrides.setdefault("fetch_wait_ms", self.fetch_wait_ms())
         return Settings(bootstrap_servers=self.bootstrap_servers, redis_urls=self.redis_urls, **overrides)
+
+    def fetch_wait_ms(self) -> int:
+        """The engine's fetch wait for this backend's broker, probed once (:func:`probe_fetch_wait`)."""
+        wait = self._fetch_wait_ms
+        if wait is None:
+            wait = self._fetch_wait_ms = probe_fetch_wait(
+                Settings(bootstrap_servers=self.bootstrap_servers, redis_urls=self.redis_urls,
+                         kafka=self.client_config()))
+        return wait
 
     def client_config(self) -> dict[str, str]:
         """Kafka client settings every client of this backend needs beside ``bootstrap.servers`` (security)."""
@@ -73,6 +85,7 @@ class Backend(ABC):
     # -- capabilities ------------------------------------------------------------------
     #: The fault injections this kind of backend can do (broker features are probed instead).
     faults: frozenset[Capability] = frozenset()
+    _fetch_wait_ms: int | None = None  # the broker's fetch wait, once probed
     _probed: dict[Capability, str | None]  # broker features probed so far: None, or why the broker lacks one
 
     def missing(self, capability: Capability) -> str | None:
@@ -207,6 +220,8 @@ class EmbeddedBackend(Backend):
                       **overrides: Any) -> Settings:
         self.require(Capability.SECURE)
         redis_urls = self.stack.user_redis_urls(redis_user or user, password if redis_password is None else redis_password)
+        if FETCH_WAIT_ENV not in os.environ:
+            overrides.setdefault("fetch_wait_ms", self.fetch_wait_ms())
         return Settings(bootstrap_servers=self.bootstrap_servers, redis_urls=redis_urls,
                         kafka=self.stack.user_config(user, password), **overrides)
 

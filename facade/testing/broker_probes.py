@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rocketkafka.config import Settings
+from rocketkafka.config import DEFAULT_FETCH_WAIT_MS, SHORT_FETCH_WAIT_MS, Settings
 from rocketkafka.exactly_once import aborted_records_hidden
 from rocketkafka.testing.capabilities import Capability, MissingCapability, add_partitions
 
@@ -124,6 +124,58 @@ PROBES: dict[Capability, Callable[[Settings], str | None]] = {
     Capability.EXACT_LATEST_OFFSET: probe_exact_latest_offset,
     Capability.HIDE_ABORTED: probe_hide_aborted,
 }
+
+
+#: The variable that names the engine's fetch wait; where it is set, the test backends and the dev stack do not probe.
+FETCH_WAIT_ENV = "ROCKETKAFKA_FETCH_WAIT_MS"
+#: The fetch probe: how long its consumer lets the broker hold a fetch, how long after a fetch went out each of its
+#: records is sent, how many it sends, and below which delivery time (s) the broker answered on arrival.
+FETCH_PROBE_WAIT_S = 3.0
+FETCH_PROBE_GAP_S = 0.5
+FETCH_PROBE_RECORDS = 3
+FETCH_PROBE_EARLY_S = 0.25
+
+
+def answers_fetch_early(settings: Settings) -> bool:
+    """Whether the broker answers a waiting fetch as soon as a record arrives (Apache Kafka), rather than late in
+    the fetch's wait (Tansu holds it for half the wait, DESIGN §4).
+
+    A consumer fetches the end of an empty partition with a 3 s wait; 0.5 s after each fetch went out (at the
+    start, and right after each delivery) a record is sent. Delivered within 0.25 s, once of three: early
+    (Tansu takes about 1 s every time; a loaded machine may delay one Kafka delivery, not all three).
+    """
+    with _probe_topic(settings, "fetch-wait") as topic:
+        consumer = _consumer(settings, **{"fetch.wait.max.ms": int(FETCH_PROBE_WAIT_S * 1000)})
+        fastest = float("inf")
+        try:
+            end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)[1]
+            consumer.assign([TopicPartition(topic, 0, end)])  # an offset, not OFFSET_END: no record is skipped
+            for _ in range(FETCH_PROBE_RECORDS):
+                time.sleep(FETCH_PROBE_GAP_S)  # the fetch went out and waits at the broker
+                _produce(settings, topic, [[int(time.time() * 1000)]], {"linger.ms": 0})
+                sent = time.monotonic()
+                while (msg := consumer.poll(1.0)) is None or msg.error() is not None:
+                    if time.monotonic() - sent > 2 * FETCH_PROBE_WAIT_S + 10:
+                        raise KafkaException("the fetch probe's record did not arrive")
+                fastest = min(fastest, time.monotonic() - sent)
+        finally:
+            consumer.close()
+    return fastest < FETCH_PROBE_EARLY_S
+
+
+def probe_fetch_wait(settings: Settings) -> int:
+    """The ``fetch_wait_ms`` the engine's consumers should use on the broker of ``settings`` (ms): the default
+    where a fetch is answered as soon as a record arrives, the short wait where the broker holds it (the
+    short one too where the probe cannot run: latency before idle cost)."""
+    try:
+        early = answers_fetch_early(settings)
+    except Exception as exc:
+        log.warning("fetch probe of %s failed, short fetch wait: %s", settings.bootstrap_servers, exc)
+        return SHORT_FETCH_WAIT_MS
+    wait = DEFAULT_FETCH_WAIT_MS if early else SHORT_FETCH_WAIT_MS
+    log.info("the broker at %s answers a waiting fetch %s: fetch_wait_ms=%d", settings.bootstrap_servers,
+             "as soon as a record arrives" if early else "when its wait ends", wait)
+    return wait
 
 
 def probe(settings: Settings, capability: Capability) -> str | None:

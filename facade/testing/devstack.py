@@ -38,6 +38,7 @@ from rocketkafka.config import Settings
 from rocketkafka.errors import StackError
 from rocketkafka.extras import require
 from rocketkafka.redaction import redact_url
+from rocketkafka.testing.broker_probes import FETCH_WAIT_ENV, probe_fetch_wait
 from rocketkafka.testing.secure import SecureMaterial, tls_redis_binary
 
 log = logging.getLogger(__name__)
@@ -160,6 +161,7 @@ class DevStack:
         self.redis: list[Node] = []
         self._procs: dict[int, subprocess.Popen] = {}
         self._spawner: ThreadPoolExecutor | None = None
+        self._fetch_wait_ms: int | None = None  # the broker's, probed by the first settings()
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> DevStack:
@@ -343,7 +345,14 @@ class DevStack:
         return self.material
 
     def settings(self, **overrides: Any) -> Settings:
-        """Client settings for this stack (the super user's on a secured stack)."""
+        """Client settings for this stack (the super user's on a secured stack), with the fetch wait its broker
+        wants (probed once: :func:`~rocketkafka.testing.broker_probes.probe_fetch_wait`; ``ROCKETKAFKA_FETCH_WAIT_MS``
+        wins)."""
+        if FETCH_WAIT_ENV not in os.environ:  # the variable wins over the probe
+            if self._fetch_wait_ms is None:
+                self._fetch_wait_ms = probe_fetch_wait(Settings(bootstrap_servers=self.bootstrap_servers,
+                                                                redis_urls=self.redis_urls, kafka=self.client_config()))
+            overrides.setdefault("fetch_wait_ms", self._fetch_wait_ms)
         return Settings(bootstrap_servers=self.bootstrap_servers, redis_urls=self.redis_urls,
                         kafka=self.client_config(), **overrides)
 
@@ -354,6 +363,7 @@ class DevStack:
             "broker": self.broker_version,
             "bootstrap_servers": self.bootstrap_servers,
             "redis_urls": [redact_url(url) for url in self.redis_urls],
+            "fetch_wait_ms": self.settings().engine_fetch_wait_ms,
             "nodes": [asdict(n) for n in self.brokers + self.redis],
             "workdir": str(self.workdir),
         }

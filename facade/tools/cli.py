@@ -146,8 +146,8 @@ def dev_up_cmd(redis_nodes: int, broker: str, nodes: int, secure: bool) -> None:
                    f"CA {record['secure']['ca']}")
         click.echo(f"export ROCKETKAFKA_CONFIG_FILE={record['config_file']}")
     else:
-        click.echo("export ROCKETKAFKA_BOOTSTRAP_SERVERS=%s ROCKETKAFKA_REDIS_URLS=%s"
-                   % (record["bootstrap_servers"], ",".join(record["redis_urls"])))
+        click.echo("export ROCKETKAFKA_BOOTSTRAP_SERVERS=%s ROCKETKAFKA_REDIS_URLS=%s ROCKETKAFKA_FETCH_WAIT_MS=%s"
+                   % (record["bootstrap_servers"], ",".join(record["redis_urls"]), record["fetch_wait_ms"]))
 
 
 @dev.command("down")

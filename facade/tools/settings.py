@@ -87,6 +87,8 @@ def command_settings(**overrides: Any) -> Settings:
             os.environ.setdefault(CONFIG_FILE_ENV, stack["config_file"])
             return Settings.load(**overrides)
         redis = os.environ.get(REDIS_ENV) or stack["redis_urls"]
+        if "fetch_wait_ms" in stack and not os.environ.get("ROCKETKAFKA_FETCH_WAIT_MS"):
+            overrides.setdefault("fetch_wait_ms", stack["fetch_wait_ms"])  # as probed when the stack started
         return Settings.load({"bootstrap.servers": stack["bootstrap_servers"]}, redis, **overrides)
     raise ConfigError("no broker: pass -b/--bootstrap-servers, set ROCKETKAFKA_BOOTSTRAP_SERVERS, "
                       "or start one with `rocketkafka dev up`")

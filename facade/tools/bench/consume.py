@@ -11,7 +11,7 @@ steady-state rate, with its min-max, and the median of its per-round ratios to i
 raw reference and to the floor.
 
 ``raw`` runs with librdkafka's defaults, as the issue defines it; the PushConsumer does not:
-its engine sets ``fetch.queue.backoff.ms=10`` (and ``fetch.wait.max.ms=10``), where
+its engine sets ``fetch.queue.backoff.ms=10`` (and the broker's ``fetch_wait_ms``), where
 librdkafka's 1 s back-off stalls a loop whose prefetch queue filled up (on Tansu the
 raw loop measured either ~210k or ~350k msg/s, and ~1.2M msg/s with the engine's
 settings). So ``raw-engine`` and ``raw+call-engine`` run the same two loops with the
@@ -30,7 +30,7 @@ from confluent_kafka import Producer
 
 from rocketkafka.admin import TopicAdmin
 from rocketkafka.config import Settings
-from rocketkafka.tools.bench.contenders import ENGINE_FETCH
+from rocketkafka.tools.bench.contenders import fetch_text
 from rocketkafka.tools.bench.rounds import Log, figure, interleave, run_contender
 from rocketkafka.tools.bench.rows import BenchRow, Target
 
@@ -49,8 +49,6 @@ TARGETS: dict[str, tuple[str, Target, str]] = {
 PARTITIONS, KEYS, SIZE = 8, 256, 100
 #: How a row names its reference.
 REFERENCE_NAMES = {"raw": "raw", "raw-poll": "raw-poll", "raw+call-engine": "raw + call, engine's fetch"}
-#: The PushConsumer engine's fetch settings as the ``-engine`` rows name them.
-ENGINE_FETCH_TEXT = ", ".join(f"{k}={v}" for k, v in ENGINE_FETCH.items())
 
 
 def fill(settings: Settings, count: int, partitions: int = PARTITIONS, keys: int = KEYS) -> str:
@@ -84,12 +82,13 @@ def bench_consume(settings: Settings, count: int = 500_000, rounds: int = 3,
         return run_contender(settings, {"kind": "consume", "mode": mode, "topic": topic, "partitions": PARTITIONS,
                                         "count": count})
 
-    return consume_rows(interleave(names, run_one, rounds, log), modes, count, rounds)
+    return consume_rows(interleave(names, run_one, rounds, log), modes, count, rounds, fetch_text(settings))
 
 
 def consume_rows(results: dict[str, list[dict[str, Any]]], modes: tuple[str, ...], count: int,
-                 rounds: int) -> list[BenchRow]:
-    """The rows of ``bench consume`` from each contender's per-round results (``rate``, ``first_s``)."""
+                 rounds: int, fetch: str = "") -> list[BenchRow]:
+    """The rows of ``bench consume`` from each contender's per-round results (``rate``, ``first_s``); ``fetch``
+    names the engine's fetch settings (:func:`~rocketkafka.tools.bench.contenders.fetch_text`)."""
     names = set(results)
     pushed = "raw+call-engine" in names
     raw = figure(results, "raw", "rate")
@@ -106,8 +105,8 @@ def consume_rows(results: dict[str, list[dict[str, Any]]], modes: tuple[str, ...
     if pushed:
         for name, title in (("raw-engine", "raw consume(1000) loop"), ("raw+call-engine", "raw + call")):
             f = figure(results, name, "rate", "raw")
-            rows.append(BenchRow("consume", f"{title}, the engine's fetch settings ({ENGINE_FETCH_TEXT})", f.median,
-                                 "msg/s", raw.median, spread=f.spread, ratios=f.ratios))
+            rows.append(BenchRow("consume", f"{title}, the engine's fetch settings", f.median, "msg/s", raw.median,
+                                 spread=f.spread, ratios=f.ratios, detail=fetch))
     for mode in modes:
         title, target, reference = TARGETS[mode]
         ours = figure(results, mode, "rate", reference)

@@ -39,11 +39,25 @@ CONSUME_MODES = ("raw", "raw+call", "raw-poll", "raw-engine", "raw+call-engine",
                  "push-keyed", "push-batch", "dropin-poll", "dropin-consume")
 #: Latency modes: raw with librdkafka's defaults, raw tuned for latency, PushConsumer with *its* defaults.
 LATENCY_MODES = ("raw-default", "raw-tuned", "push-concurrent", "push-orderly")
-#: The fetch settings of the PushConsumer's engine, as the ``-engine`` raw loops run them.
-ENGINE_FETCH = {k: v for k, v in KAFKA_CONSUMER_DEFAULTS.items() if k.startswith("fetch.")}
-#: What the ``-engine`` raw loops set: the engine's fetch settings, and no offset stored per record (the engine
-#: stores the offsets it settles itself).
-ENGINE_READ = {**ENGINE_FETCH, "enable.auto.offset.store": False}
+
+
+def engine_fetch(settings: Settings) -> dict[str, Any]:
+    """The fetch settings of the PushConsumer's engine on the broker of ``settings``, as the ``-engine`` raw loops
+    run them."""
+    fetch = {k: v for k, v in KAFKA_CONSUMER_DEFAULTS.items() if k.startswith("fetch.")}
+    return {**fetch, "fetch.wait.max.ms": settings.engine_fetch_wait_ms}
+
+
+def engine_read(settings: Settings) -> dict[str, Any]:
+    """What the ``-engine`` raw loops set: the engine's fetch settings, and no offset stored per record (the engine
+    stores the offsets it settles itself)."""
+    return {**engine_fetch(settings), "enable.auto.offset.store": False}
+
+
+def fetch_text(settings: Settings) -> str:
+    """The engine's fetch settings as rows name them (``fetch.queue.backoff.ms=10, fetch.wait.max.ms=100``)."""
+    return ", ".join(f"{k}={v}" for k, v in engine_fetch(settings).items())
+
 #: What "raw tuned for latency" sets: the broker answers a fetch after at most 5 ms without data.
 RAW_TUNED = {"fetch.wait.max.ms": 5}
 SEND_TIME = "bench.sent"  # header: epoch seconds as text
@@ -124,7 +138,7 @@ def _noop(_record: Any) -> None:
 
 def _raw_loop(settings: Settings, topic: str, partitions: int, meter: _Meter, mode: str, timeout: float) -> None:
     """``raw``, ``raw+call``, ``raw-poll``; ``-engine``: with the fetch settings the PushConsumer's engine uses."""
-    fetch = ENGINE_READ if mode.endswith("-engine") else {}
+    fetch = engine_read(settings) if mode.endswith("-engine") else {}
     mode = mode.removesuffix("-engine")
     c = Consumer(settings.kafka_config(**{"group.id": f"bench-raw-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
                                           **fetch}))

@@ -43,7 +43,7 @@ from rocketkafka.delay.forwarder import FORWARDER_PRODUCER_CONFIG
 from rocketkafka.schedule.levels import DelayConfig, format_duration
 from rocketkafka.schedule.routing import now_ms
 from rocketkafka.admin import TopicAdmin
-from rocketkafka.tools.bench.contenders import ENGINE_FETCH
+from rocketkafka.tools.bench.contenders import engine_fetch
 from rocketkafka.tools.bench.rows import BenchRow, Target
 from rocketkafka.config import Settings
 from rocketkafka.message import Message
@@ -324,9 +324,9 @@ def _pipe(settings: Settings, source: str, target: str, count: int) -> float:
 def run_pipe(settings: Settings, source: str, partitions: int, target: str, count: int) -> None:
     """A raw consume -> produce copy of ``count`` records of ``source`` (key, value, headers): a
     forwarder without rules. Run as ``python -m rocketkafka.tools.bench.delay`` by :func:`_pipe`."""
-    # the forwarder's engine fetches with ENGINE_FETCH: its 10 ms back-off on a full prefetch queue, not librdkafka's 1 s
+    # the forwarder's engine fetches with engine_fetch(): its 10 ms back-off on a full prefetch queue, not librdkafka's 1 s
     consumer = Consumer(settings.kafka_config(**{"group.id": f"pipe-{uuid.uuid4().hex}", "enable.auto.commit": False,
-                                                 **ENGINE_FETCH}))
+                                                 **engine_fetch(settings)}))
     consumer.assign([TopicPartition(source, p, OFFSET_BEGINNING) for p in range(partitions)])
     producer = RawProducer(settings.kafka_config(**FORWARDER_PRODUCER_CONFIG))  # as the forwarder produces
     copied = 0

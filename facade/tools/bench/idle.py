@@ -13,8 +13,8 @@ round (:func:`~rocketkafka.tools.bench.rounds.interleave`):
 
 - ``raw-default`` / ``raw-engine``: a raw confluent-kafka consumer of an idle
   8-partition topic (a ``consume(1000, 1 s)`` loop) at librdkafka's fetch defaults and
-  at the PushConsumer engine's (``fetch.wait.max.ms=10``: an empty fetch every 10 ms):
-  the floors;
+  at the PushConsumer engine's (its ``fetch_wait_ms`` for the broker: an empty fetch every 100 ms on
+  Apache Kafka, every 10 ms on Tansu): the floors;
 - ``push-concurrent``: a PushConsumer with its defaults, no-op concurrent listener, on
   the same topic;
 - ``forwarder``: a delay forwarder with its defaults and no due record, run as
@@ -41,7 +41,7 @@ from typing import IO, Any
 
 from rocketkafka.admin import TopicAdmin
 from rocketkafka.config import Settings
-from rocketkafka.tools.bench.contenders import ENGINE_FETCH, ENGINE_READ
+from rocketkafka.tools.bench.contenders import engine_read, fetch_text
 from rocketkafka.tools.bench.rounds import ContenderError, Log, figure, interleave
 from rocketkafka.tools.bench.rows import BenchRow, Target
 
@@ -52,9 +52,8 @@ UNIT = "% core"
 IDLE_TARGET = Target("<=", 0.5, note="issue 34")
 #: Seconds a child may take to own its partitions (the forwarder locks every level and step partition).
 START_TIMEOUT_S = 120.0
-ENGINE_FETCH_TEXT = ", ".join(f"{k}={v}" for k, v in ENGINE_FETCH.items())
 TITLES = {"raw-default": "raw consumer, librdkafka's default fetch settings",
-          "raw-engine": f"raw consumer, the engine's fetch settings ({ENGINE_FETCH_TEXT})",
+          "raw-engine": "raw consumer, the engine's fetch settings",
           "push-concurrent": "PushConsumer concurrent, no-op listener, defaults",
           "forwarder": "delay forwarder, no due records, defaults"}
 
@@ -71,11 +70,12 @@ def bench_idle(settings: Settings, seconds: float = 10.0, rounds: int = 3, settl
         return measure(delay if mode == "forwarder" else settings,
                        {"mode": mode, "topic": topic, "partitions": PARTITIONS}, settle, seconds)
 
-    return idle_rows(interleave(list(MODES), run_one, rounds, log), seconds, rounds)
+    return idle_rows(interleave(list(MODES), run_one, rounds, log), seconds, rounds, fetch_text(settings))
 
 
-def idle_rows(results: dict[str, list[dict[str, Any]]], seconds: float, rounds: int) -> list[BenchRow]:
-    """The rows of :func:`bench_idle` from its contenders' results (``cpu_pct``, ``ready_s``, ``owned`` per round)."""
+def idle_rows(results: dict[str, list[dict[str, Any]]], seconds: float, rounds: int, fetch: str = "") -> list[BenchRow]:
+    """The rows of :func:`bench_idle` from its contenders' results (``cpu_pct``, ``ready_s``, ``owned`` per round);
+    ``fetch`` names the engine's fetch settings (:func:`~rocketkafka.tools.bench.contenders.fetch_text`)."""
     raw = figure(results, "raw-default", "cpu_pct")
     engine = figure(results, "raw-engine", "cpu_pct", "raw-default")
     push = figure(results, "push-concurrent", "cpu_pct", "raw-engine")
@@ -86,7 +86,7 @@ def idle_rows(results: dict[str, list[dict[str, Any]]], seconds: float, rounds: 
         BenchRow("idle", TITLES["raw-default"], raw.median, UNIT, spread=raw.spread,
                  detail=f"{PARTITIONS} idle partitions, consume(1000, 1 s) loop, {window}"),
         BenchRow("idle", TITLES["raw-engine"], engine.median, UNIT, raw.median, "raw, defaults", spread=engine.spread,
-                 ratios=engine.ratios),
+                 ratios=engine.ratios, detail=fetch),
         BenchRow("idle", TITLES["push-concurrent"], push.median, UNIT, engine.median, "raw, engine's fetch",
                  target=IDLE_TARGET, spread=push.spread, ratios=push.ratios, floor_name="raw, defaults",
                  floor_ratios=push_to_raw.ratios,
@@ -183,7 +183,7 @@ def _child(spec: dict[str, Any]) -> None:
 
     mode, topic, partitions = spec["mode"], spec["topic"], spec["partitions"]
     if mode.startswith("raw-"):
-        _raw(settings, topic, partitions, ENGINE_READ if mode == "raw-engine" else {}, ready, stop)
+        _raw(settings, topic, partitions, engine_read(settings) if mode == "raw-engine" else {}, ready, stop)
     elif mode == "push-concurrent":
         from rocketkafka.ordering.push_consumer import PushConsumer
 
