@@ -9,6 +9,7 @@ partition one batch per order key at a time. The batches run on a
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -109,6 +110,10 @@ class BatchStep:
             return TransactionalWork(context, self.work.submit, self.chunker, self.work.recall,
                                      self.transactions.release)
         return PartitionWork(context, self.work.submit, self.chunker, self.work.recall)
+
+    def awaited_posts(self) -> threading.Event | None:
+        """What the poll loop waits on while work is out (set by every post), else ``None`` (poll thread)."""
+        return self.work.posted if self.work.out else None
 
     def tick(self) -> float | None:
         return self.work.tick()

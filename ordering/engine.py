@@ -72,7 +72,7 @@ class OwnershipEngine:
         settings: broker, Redis nodes, key and topic prefixes.
         options: ownership settings (timings, allocation, flow control).
         step: what runs on owned partitions.
-        kafka_config: extra confluent-kafka consumer settings (over :data:`KAFKA_CONSUMER_DEFAULTS`).
+        kafka_config: extra confluent-kafka consumer settings (over :data:`KAFKA_CONSUMER_DEFAULTS`, fetch wait).
         offsets_group: the Kafka group id whose committed offsets are read and written (default ``group``).
         broadcasting: every member takes every partition, without membership or locks (each with its
             own ``offsets_group``).
@@ -98,7 +98,8 @@ class OwnershipEngine:
         self.broadcasting = broadcasting
         self.name = name or f"{options.instance_name} of group {group}"
         self.lifecycle = Lifecycle(self.name)
-        self._kafka_config = {**KAFKA_CONSUMER_DEFAULTS, **(kafka_config or {})}
+        fetch_wait = {"fetch.wait.max.ms": settings.engine_fetch_wait_ms}
+        self._kafka_config = {**KAFKA_CONSUMER_DEFAULTS, **fetch_wait, **(kafka_config or {})}
         self._offsets_group = offsets_group or group
         self._strategy = strategy or strategy_named(options.allocation)
         self.metrics = metrics
@@ -202,11 +203,8 @@ class OwnershipEngine:
         self.take_over()
 
     def take_over(self) -> None:
-        """A fresh thread takes over the poll loop (any thread).
-
-        The scheduler calls it when the poll thread is stuck in a listener it ran itself: the
-        stuck thread leaves the loop once the listener returns, and never touches the client again.
-        """
+        """A fresh thread takes over the poll loop (any thread): the scheduler calls it when the poll thread is
+        stuck in a listener it ran itself; that thread leaves the loop once the listener returns."""
         self._loop.take_over()
 
     def run(self) -> None:
@@ -271,19 +269,15 @@ class OwnershipEngine:
 
     # -- the loop's parts (poll thread) ------------------------------------------------------
     def maintain(self) -> None:
-        """Everything but fetching, each when due: lost locks, rebalance, releases, commits, flow control.
-
-        Cheap when nothing is due: it looks at most every ``MAINTAIN_EVERY_S`` unless the keeper
-        reported lost locks or a membership change, so a caller may run it before every fetch.
-        """
+        """Everything but fetching, each when due: lost locks, rebalance, releases, commits, flow control. Cheap
+        when nothing is due (it looks every ``MAINTAIN_EVERY_S`` unless the keeper reported news)."""
         now = time.monotonic()
         if now < self._next_look and not self._lost and not self._rebalance_now.is_set():
             return
         self._next_look = now + MAINTAIN_EVERY_S
         if self._clients is not None and self._clients.lost_every_broker:
             self._replace_client()
-        while self._lost:
-            self._on_lost(self._lost.popleft())
+        self._apply_lost()
         o, due = self.options, self._due
         rebalance = self._rebalance_now.is_set() or now >= due["rebalance"]
         if rebalance or (self._pending and now >= due["acquire"]):
@@ -302,10 +296,17 @@ class OwnershipEngine:
                          o.pull_threshold_total)
 
     def fetch(self, timeout: float) -> int:
-        """Fetch what is ready (else wait up to ``timeout`` s for the first) and hand it to the claims."""
+        """Fetch what is ready (else wait up to ``timeout`` s for the first) and hand it to the claims (locks
+        reported lost while it waited are revoked first: none of their records is handed out)."""
         records = fetch_records(self.kafka, self.options.pull_batch_size, timeout)
-        route(records, self._by_tp, self._ambiguous, self._throttle, self._fetch_error)
+        if records:
+            self._apply_lost()
+            route(records, self._by_tp, self._ambiguous, self._throttle, self._fetch_error)
         return len(records)
+
+    def _apply_lost(self) -> None:
+        while self._lost:
+            self._on_lost(self._lost.popleft())
 
     def _throttle(self, owned: OwnedLock) -> None:
         """Pause partitions over their thresholds right after a claim took records (:mod:`.flow_control`)."""
@@ -403,14 +404,13 @@ class OwnershipEngine:
         self._pending = wanted - won.keys()
 
     def _commit_soon(self) -> None:
-        self._due["commit"] = 0.0
-        self._next_look = 0.0
-
-    def _release(self, lock: TP) -> None:
-        holdings.release(self, lock)
+        self._due["commit"] = self._next_look = 0.0
 
     def _on_lost(self, lost: set[TP]) -> None:
         holdings.lose(self, lost)
+
+    def _release(self, lock: TP) -> None:
+        holdings.release(self, lock)
 
     def release_all(self, timeout: float = RELEASE_PATIENCE_S) -> None:
         """Leave every partition gracefully; wait (up to ``timeout`` s) until all are drained and unlocked."""

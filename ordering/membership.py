@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -47,6 +48,13 @@ for _, id in ipairs(live) do
 end
 return out
 """
+
+
+#: How long a listener waits for an announcement before it looks whether the member closed (s): an idle member's
+#: listeners wake this rarely, and :meth:`Membership.close` wakes them at once with a :data:`CLOSING` message.
+LISTEN_WAIT_S = 2.0
+#: The announcement a closing member sends its own listeners (the other members' ignore it: it changes nothing).
+CLOSING = "closing"
 
 
 @dataclass(frozen=True)
@@ -195,8 +203,10 @@ class Membership:
     def close(self, timeout: float = 1.0) -> None:
         """Stop the announcement listeners and close the clients (after :meth:`leave`)."""
         self._stop.set()
+        self._publish(CLOSING)  # wakes this member's listeners now rather than after their wait; others ignore it
+        deadline = time.monotonic() + timeout
         for thread in self._listeners:
-            thread.join(timeout)
+            thread.join(max(0.0, deadline - time.monotonic()))
         self._pool.shutdown(wait=True)  # its threads are idle or finish within the socket timeout
         for client in self._clients:
             client.close()
@@ -216,10 +226,10 @@ class Membership:
                 pubsub = client.pubsub(ignore_subscribe_messages=True)
                 pubsub.subscribe(self._channel)
                 while not self._stop.is_set():
-                    message = pubsub.get_message(timeout=0.2)
+                    message = pubsub.get_message(timeout=LISTEN_WAIT_S)
                     if message and self._on_change:
-                        sender = json.loads(message["data"]).get("member")
-                        if sender != self.member.id:
+                        announced = json.loads(message["data"])
+                        if announced.get("member") != self.member.id and announced.get("event") != CLOSING:
                             self._on_change()
                 pubsub.close()
             except (redis.RedisError, OSError, ValueError):

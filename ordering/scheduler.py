@@ -7,7 +7,8 @@ key-ordered partition one shard per order key. A shard's batches run front to ba
 one :class:`~rocketkafka.ordering.lanes.Lane` at a time; different shards run in parallel
 on ``threads`` workers.
 
-**One writer.** Workers and future callbacks only post to the mailbox; the poll thread
+**One writer.** Workers and future callbacks only post to the mailbox, and a post wakes the poll
+loop (:attr:`Scheduler.posted`: while work is :attr:`~Scheduler.out` it waits on that, not on Kafka); the poll thread
 applies every message at its next :meth:`Scheduler.tick` (:mod:`~rocketkafka.ordering.settlement`)
 and alone writes batches, partitions and shards, decides what is dispatched, and so
 computes commit points and cuts without locks (Parallel Consumer's
@@ -59,7 +60,7 @@ SLOW_BATCH_S = 0.005
 SLOW_MEMORY_S = 5.0
 #: A lane running on the poll thread longer than this makes a fresh thread take over polling (s).
 INLINE_STALL_S = 0.02
-#: How soon the poll loop comes back while lanes are out: their outcomes wait in the mailbox until then (s).
+#: How soon the poll loop looks at Kafka again while lanes or futures are out (s): their posts wake it sooner.
 OUT_LANES_WAIT_S = 0.005
 #: Batches a lane holds at a time: enough that a worker seldom waits for the poll thread between batches
 #: (a leaving partition takes back those no worker has begun, :meth:`Scheduler.recall`).
@@ -88,6 +89,9 @@ class Scheduler:
         self._max_continuous_s = max_continuous_ms / 1000
         self._shards: dict[Hashable, Shard] = {}
         self._mailbox: SimpleQueue[Any] = SimpleQueue()
+        #: Set by every post: the poll loop waits on it while work is out (it clears it before each tick).
+        self.posted = threading.Event()
+        self._awaited = 0  # futures whose Settled post is still to come
         self._due: list[tuple[float, int, Shard]] = []  # suspended shards, by when they may run again
         self._seq = itertools.count()
         self._lanes_out = 0
@@ -105,10 +109,16 @@ class Scheduler:
         self._timers = DueTimers(self._guard, self._stall_check, f"rk-timers-{name}") if on_stall else None
 
     def post(self, message: Any) -> None:
-        """Put a message in the mailbox (any thread: workers, future callbacks)."""
+        """Put a message in the mailbox and wake the poll loop (any thread: workers, future callbacks)."""
         self._mailbox.put(message)
+        self.posted.set()
 
     # -- poll thread ---------------------------------------------------------------------
+    @property
+    def out(self) -> bool:
+        """Whether lanes or futures are out: a post is to come."""
+        return bool(self._lanes_out or self._awaited)
+
     def submit(self, batch: Batch) -> None:
         """A new batch; concurrent batches (shard ``None``) start at once, others queue behind their shard."""
         key = batch.shard
@@ -146,7 +156,7 @@ class Scheduler:
     def tick(self) -> float | None:
         """Once per poll loop: apply the mailbox, start what is due, run the poll thread's lanes.
 
-        Returns how soon (s) the loop should come back (lanes out, a suspension ending), or ``None``.
+        Returns how soon (s) the loop should come back (lanes or futures out, a suspension ending), or ``None``.
         """
         self._pump()
         if self._due:
@@ -155,7 +165,7 @@ class Scheduler:
             if not self._run_inline():
                 return None  # another thread polls now: this one touches nothing more
             self._pump()
-        if self._lanes_out:
+        if self.out:
             return OUT_LANES_WAIT_S
         if self._due:
             return max(0.0, self._due[0][0] - time.monotonic())
@@ -181,7 +191,7 @@ class Scheduler:
                 return
             if type(message) is Handled:
                 lane = message.lane
-                settlement.handled(lane.shard, lane, message, self.post)
+                self._awaited += settlement.handled(lane.shard, lane, message, self.post)
                 self._measure(message.seconds, message.outcome.handled)
                 if lane.shard.lane is lane and message.outcome.pause_ms is None:
                     self._feed(lane.shard)  # top it up (a paused lane ends: it gets no more)
@@ -191,6 +201,7 @@ class Scheduler:
                 settlement.lane_ended(lane.shard, lane, message.pause_ms)
                 self._schedule(lane.shard)
             elif type(message) is Settled:
+                self._awaited -= 1
                 shard = message.shard
                 if settlement.settle(shard, self._rewind_pause_s):
                     self._schedule(shard)

@@ -55,20 +55,21 @@ class Shard:
         self.epoch = 0  # raised by a rewind: what a lane begun before it reports is void
 
 
-def handled(shard: Shard, lane: Lane, message: Handled, post: Post) -> None:
+def handled(shard: Shard, lane: Lane, message: Handled, post: Post) -> bool:
     """A run's outcome: move the batch's ``index`` (and ``done``, when nothing awaits a future), suspend on
-    a pause."""
+    a pause. True when it now awaits the outcome's future, which posts one :class:`Settled` when done."""
     run, outcome = message.run, message.outcome
     batch = run.batch
     returned(batch, run)
     if lane.epoch != shard.epoch:
-        return  # a rewind came after this run began: its records are handed again
+        return False  # a rewind came after this run began: its records are handed again
     work = batch.work
     if run.failure is not None:
         offset, tries, reason = run.failure
         work.failures[offset] = (tries, reason)
     if run.exact and run.done > batch.done:
         _finish(batch, run.done)  # what the handler reported record by record before any future
+    awaits = False
     if outcome.handled:
         batch.index = run.start + outcome.handled
         if outcome.settled is None and not shard.unsettled:
@@ -77,6 +78,7 @@ def handled(shard: Shard, lane: Lane, message: Handled, post: Post) -> None:
             settlement = _Settlement(batch, batch.index, outcome.settled)
             shard.unsettled.append(settlement)
             if outcome.settled is not None:
+                awaits = True
                 try:
                     outcome.settled.add_done_callback(lambda _f, shard=shard: post(Settled(shard)))
                 except Exception as exc:  # a listener's odd future: its records are handed again
@@ -95,6 +97,7 @@ def handled(shard: Shard, lane: Lane, message: Handled, post: Post) -> None:
                 shard.fed -= 1
     if outcome.pause_ms is not None:
         shard.due = message.at + outcome.pause_ms / 1000
+    return awaits
 
 
 def lane_ended(shard: Shard, lane: Lane, pause_ms: int | None = None) -> None:

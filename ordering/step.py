@@ -79,7 +79,12 @@ class Claim(Protocol):
 
 
 class Step(Protocol):
-    """What the engine runs on owned partitions."""
+    """What the engine runs on owned partitions.
+
+    A step whose work runs on other threads may also have ``awaited_posts() -> threading.Event | None``: the
+    event its workers' posts set while work is out (``None`` when none is). The poll loop then waits on that
+    event rather than on Kafka, so a post wakes it (:mod:`~rocketkafka.ordering.poll_loop`).
+    """
 
     def provision(self, admin: Any) -> None:
         """Create the internal topics the step needs (``admin``: a :class:`~rocketkafka.admin.TopicAdmin`).

@@ -177,3 +177,18 @@ def test_a_lane_whose_end_fails_holds_its_shard_back_and_every_run_of_it_is_hand
     _until(manager, lambda: work.commit_point() == 10)
     assert handler.offered[0] == 0 and handler.offered.count(0) == 2  # the failed lane's runs, again from 0
     assert handler.offered[handler.offered.index(0, 1):] == [0, 5]
+
+
+def test_work_is_out_until_the_last_future_settled_and_every_post_wakes_the_poll_loop(managers):
+    settled: Future = Future()
+    handler = Scripted(Outcome(5, settled))  # all five handed; durable once the future resolves
+    manager, work, batch = _setup(handler)
+    managers.append(manager)
+    assert manager.out  # a lane went out with the batch
+    _until(manager, lambda: batch.index == 5 and batch.run is None and manager._lanes_out == 0)
+    assert manager.out and manager.tick() is not None  # no lane, but a future whose Settled post is to come
+    manager.posted.clear()
+    settled.set_result(None)  # the future's callback posts Settled, on this thread here
+    assert manager.posted.is_set()
+    _until(manager, lambda: batch.done == 5)
+    assert not manager.out and manager.tick() is None
