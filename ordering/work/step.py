@@ -1,6 +1,6 @@
 """The seam between the ownership engine and what runs on owned partitions.
 
-The engine (:mod:`rocketkafka.ordering.engine`) owns partitions: membership,
+The engine (:mod:`rocketkafka.ordering.engine.engine`) owns partitions: membership,
 allocation, the lock table, fetching, flow control and commits. A :class:`Step` says
 what is done with them -- the push consumer's listener step, the delay forwarder's,
 the transaction checker's, the drop-in consumer's hand-over to the application.
