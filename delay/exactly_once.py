@@ -1,7 +1,7 @@
 """The forwarder's exactly-once mode: a delay partition's runs are written in Kafka transactions.
 
 What the runs forward, re-route and dead-letter commits together with the delay
-partition's offset after them (:mod:`~rocketkafka.ordering.transactional_runs`: a
+partition's offset after them (:mod:`~rocketkafka.ordering.consumers.transactional_runs`: a
 transaction spans the runs a lane hands in a row). A SIGKILLed
 forwarder therefore re-forwards nothing that a read_committed reader saw: its open
 transaction is aborted when the next owner fences the partition, and the next owner
@@ -18,9 +18,9 @@ from typing import Any
 
 from rocketkafka.delay.forward_handler import ForwardHandler
 from rocketkafka.errors import AuthorizationError
-from rocketkafka.ordering.lanes import Outcome, Run
-from rocketkafka.ordering.transactional_runs import TransactionalHandler
-from rocketkafka.ordering.transactions import PartitionTransactions
+from rocketkafka.ordering.work.lanes import Outcome, Run
+from rocketkafka.ordering.consumers.transactional_runs import TransactionalHandler
+from rocketkafka.ordering.consumers.transactions import PartitionTransactions
 
 
 def transactional_forwarding(forward: ForwardHandler, transactions: PartitionTransactions,

@@ -11,7 +11,7 @@ record is
 - not past its hop: the partition pauses until it is (no polling, no thread per record).
 
 Produces are asynchronous: a batch's :class:`~rocketkafka.deliveries.BatchAck` is the
-scheduler's settlement (:mod:`~rocketkafka.ordering.settlement`), so the commit point passes a record only once its delivery
+scheduler's settlement (:mod:`~rocketkafka.ordering.work.settlement`), so the commit point passes a record only once its delivery
 is acknowledged -- a crash re-forwards at most the unacknowledged tail (duplicates,
 never loss, never early: the due time is checked again). A record that cannot be
 forwarded (missing or garbled delay headers, an unknown real topic or partition) goes
@@ -44,7 +44,7 @@ from rocketkafka.delay.metrics import ForwarderMetrics
 from rocketkafka.errors import AuthorizationError, InvalidTopicNameError, LockError, TopicNotFoundError
 from rocketkafka.logs import record_fields
 from rocketkafka.names import Header
-from rocketkafka.ordering.lanes import Outcome, Run
+from rocketkafka.ordering.work.lanes import Outcome, Run
 from rocketkafka.record import Record, produce_waiting
 from rocketkafka.refusals import GRANT_HINT, REFUSALS
 from rocketkafka.schedule.routing import DELAY_HEADERS, now_ms

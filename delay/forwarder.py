@@ -3,7 +3,7 @@
 It runs on the ownership engine like every consumer (DESIGN §2): instances of one
 group split the level and step topics' partitions by the allocation strategy and the
 Redis lock table, each partition is worked on by one worker at a time in offset order
-(:class:`~rocketkafka.ordering.partition.Serial`), and commits go through the engine.
+(:class:`~rocketkafka.ordering.work.partition.Serial`), and commits go through the engine.
 What it does with a partition's records is :mod:`~rocketkafka.delay.forward_handler`.
 
 >>> with DelayForwarder(Settings.load()) as fwd:          # doctest: +SKIP
@@ -29,18 +29,18 @@ from rocketkafka.errors import ConfigError, MalformedRecordError, StateError
 from rocketkafka.exactly_once import require_exactly_once
 from rocketkafka.message import ConsumeFromWhere, MessageExt
 from rocketkafka.names import check_group_name
-from rocketkafka.ordering.access import write_refusal
-from rocketkafka.ordering.batch_step import batch_step
-from rocketkafka.ordering.engine import OwnershipEngine
-from rocketkafka.ordering.lanes import BatchHandler
-from rocketkafka.ordering.lifecycle import EngineStatus, State
-from rocketkafka.ordering.failures import WriteUntilDurable
-from rocketkafka.ordering.metrics import ConsumerMetrics
-from rocketkafka.ordering.options import ConsumerOptions
-from rocketkafka.ordering.partition import Serial
-from rocketkafka.ordering.presence import DELAY_FORWARDER, Announcer, Presence
+from rocketkafka.ordering.engine.access import write_refusal
+from rocketkafka.ordering.consumers.batch_step import batch_step
+from rocketkafka.ordering.engine.engine import OwnershipEngine
+from rocketkafka.ordering.work.lanes import BatchHandler
+from rocketkafka.ordering.engine.lifecycle import EngineStatus, State
+from rocketkafka.ordering.work.failures import WriteUntilDurable
+from rocketkafka.ordering.engine.metrics import ConsumerMetrics
+from rocketkafka.ordering.engine.options import ConsumerOptions
+from rocketkafka.ordering.work.partition import Serial
+from rocketkafka.ordering.group.presence import DELAY_FORWARDER, Announcer, Presence
 from rocketkafka.refusals import principal_of, secured
-from rocketkafka.ordering.transactions import PartitionTransactions, transactional_id_prefix
+from rocketkafka.ordering.consumers.transactions import PartitionTransactions, transactional_id_prefix
 from rocketkafka.retry import Reconsumer
 from rocketkafka.schedule.tiers import Tiers
 from rocketkafka.sender import Sender

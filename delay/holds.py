@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 
 from rocketkafka.deliveries import Ack
-from rocketkafka.ordering.timers import DueTimers
+from rocketkafka.ordering.work.timers import DueTimers
 from rocketkafka.schedule.routing import now_ms
 
 

@@ -61,9 +61,9 @@ from rocketkafka.queue_selectors import hash_selector, key_selector, random_sele
 from rocketkafka.tags import TagFilter
 
 if TYPE_CHECKING:
-    from rocketkafka.ordering.idempotent import IdempotentConsumer
-    from rocketkafka.ordering.options import ConsumerOptions
-    from rocketkafka.ordering.push_consumer import PushConsumer
+    from rocketkafka.ordering.consumers.idempotent import IdempotentConsumer
+    from rocketkafka.ordering.engine.options import ConsumerOptions
+    from rocketkafka.ordering.consumers.push_consumer import PushConsumer
     from rocketkafka.txn.producer import TransactionMQProducer
     from rocketkafka.txn.status import TransactionStatus
 
@@ -74,9 +74,9 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 
 #: Names of the layers above the core, imported on first use: name -> module.
 _UPPER = {
-    "PushConsumer": "rocketkafka.ordering.push_consumer",
-    "ConsumerOptions": "rocketkafka.ordering.options",
-    "IdempotentConsumer": "rocketkafka.ordering.idempotent",
+    "PushConsumer": "rocketkafka.ordering.consumers.push_consumer",
+    "ConsumerOptions": "rocketkafka.ordering.engine.options",
+    "IdempotentConsumer": "rocketkafka.ordering.consumers.idempotent",
     "TransactionMQProducer": "rocketkafka.txn.producer",
     "TransactionStatus": "rocketkafka.txn.status",
 }

@@ -27,7 +27,7 @@ from rocketkafka.config import Settings
 from rocketkafka.errors import MessageError
 from rocketkafka.message import Message
 from rocketkafka.names import HEADER_PREFIX, check_group_name, check_topic_name
-from rocketkafka.ordering.drop_in_consumer import Consumer
+from rocketkafka.ordering.consumers.drop_in_consumer import Consumer
 from rocketkafka.partitioning import DEFAULT_PARTITIONER
 from rocketkafka.sender import Sender
 

@@ -8,7 +8,7 @@
 - :class:`LockTable`, :class:`Membership` and the allocation strategies it is built from.
 """
 
-from rocketkafka.ordering.allocation import (
+from rocketkafka.ordering.group.allocation import (
     AllocationStrategy,
     Averagely,
     AveragelyByCircle,
@@ -18,19 +18,19 @@ from rocketkafka.ordering.allocation import (
     Member,
     strategy_named,
 )
-from rocketkafka.ordering.engine import OwnershipEngine
-from rocketkafka.ordering.owned import PartitionState
-from rocketkafka.ordering.idempotent import IdempotentConsumer, MarkState
-from rocketkafka.ordering.lifecycle import Health, State
-from rocketkafka.ordering.message_batch import BatchFailure, MessageBatch
+from rocketkafka.ordering.engine.engine import OwnershipEngine
+from rocketkafka.ordering.engine.owned import PartitionState
+from rocketkafka.ordering.consumers.idempotent import IdempotentConsumer, MarkState
+from rocketkafka.ordering.engine.lifecycle import Health, State
+from rocketkafka.ordering.consumers.message_batch import BatchFailure, MessageBatch
 from rocketkafka.ordering.locks import Held, LockSettings, LockTable
-from rocketkafka.ordering.membership import Membership, MembershipSettings
-from rocketkafka.ordering.metrics import ConsumerMetrics, PartitionSample
-from rocketkafka.ordering.options import ConsumerOptions, OwnershipOptions
-from rocketkafka.ordering.order_keys import MESSAGE_KEY, PARTITION, order_key_of, parse_json_path
-from rocketkafka.ordering.push_consumer import PushConsumer
-from rocketkafka.ordering.step import Claim, ClaimContext, Step
-from rocketkafka.ordering.lanes import BatchHandler, Outcome, Run
+from rocketkafka.ordering.group.membership import Membership, MembershipSettings
+from rocketkafka.ordering.engine.metrics import ConsumerMetrics, PartitionSample
+from rocketkafka.ordering.engine.options import ConsumerOptions, OwnershipOptions
+from rocketkafka.ordering.work.order_keys import MESSAGE_KEY, PARTITION, order_key_of, parse_json_path
+from rocketkafka.ordering.consumers.push_consumer import PushConsumer
+from rocketkafka.ordering.work.step import Claim, ClaimContext, Step
+from rocketkafka.ordering.work.lanes import BatchHandler, Outcome, Run
 
 __all__ = [
     "MESSAGE_KEY",

@@ -23,9 +23,9 @@ from rocketkafka.admin import TopicAdmin
 from rocketkafka.config import Settings
 from rocketkafka.errors import StateError
 from rocketkafka.names import TopicNames
-from rocketkafka.ordering.engine import OwnershipEngine
-from rocketkafka.ordering.lifecycle import EngineStatus, State
-from rocketkafka.ordering.step import ClaimContext
+from rocketkafka.ordering.engine.engine import OwnershipEngine
+from rocketkafka.ordering.engine.lifecycle import EngineStatus, State
+from rocketkafka.ordering.work.step import ClaimContext
 from rocketkafka.sender import Sender
 from rocketkafka.topic_partition import TP
 from rocketkafka.txn.markers import EndMarkers

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from rocketkafka.errors import ConfigError
-from rocketkafka.ordering.options import ConsumerOptions, OwnershipOptions
+from rocketkafka.ordering.engine.options import ConsumerOptions, OwnershipOptions
 from rocketkafka.validation import validation_summary
 
 #: Partitions of the half topic and of the op topic (always equal: op partition p closes half partition p).

@@ -30,8 +30,8 @@ from rocketkafka.message import ConsumeStatus, Message, MessageExt, SendResult, 
 from rocketkafka.names import Header, check_group_name
 from rocketkafka.producer import Producer
 from rocketkafka.sender import Sender
-from rocketkafka.ordering.options import default_instance_name
-from rocketkafka.ordering.push_consumer import PushConsumer
+from rocketkafka.ordering.engine.options import default_instance_name
+from rocketkafka.ordering.consumers.push_consumer import PushConsumer
 from rocketkafka.txn.end import TransactionEnder
 from rocketkafka.txn.errors import TransactionListenerError, TransactionMessageError
 from rocketkafka.txn.markers import EndMarkers

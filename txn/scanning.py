@@ -35,7 +35,7 @@ from typing import Any
 from rocketkafka.errors import AuthorizationError, ConfigError, MalformedRecordError, SendError
 from rocketkafka.logs import record_fields
 from rocketkafka.names import Header, TopicNames, group_name_problem, is_valid_topic_name
-from rocketkafka.ordering.step import ClaimContext
+from rocketkafka.ordering.work.step import ClaimContext
 from rocketkafka.record import Record
 from rocketkafka.refusals import REFUSALS, kafka_refusal
 from rocketkafka.sender import Sender

@@ -46,7 +46,7 @@ MODELS = [
     ("DelayConfig", "rocketkafka.schedule.levels:DelayConfig",
      "Delay levels and routing limits (`Settings(delay=DelayConfig(...))`); producers, consumers' retries and "
      "forwarders of one deployment must agree on them."),
-    ("ConsumerOptions", "rocketkafka.ordering.options:ConsumerOptions",
+    ("ConsumerOptions", "rocketkafka.ordering.engine.options:ConsumerOptions",
      "Options of a push consumer: `PushConsumer(..., options=ConsumerOptions(...))` or single fields as keyword "
      "arguments (`PushConsumer(..., lock_lease_ms=3000)`). The ownership fields (down to `pull_threshold_total`) "
      "are shared by every member of the engine: the drop-in consumer, the forwarder and the checker."),

@@ -13,8 +13,8 @@ from rocketkafka.delay import DEFAULT_GROUP
 from rocketkafka.delay.forwarder import membership_group
 from rocketkafka.names import DEFAULT_TOPIC_PREFIX, RedisKeys, TopicNames, group_name_problem, prefix_problem
 from rocketkafka.names import topic_name_problem
-from rocketkafka.ordering.presence import DELAY_FORWARDER
-from rocketkafka.ordering.transactions import transactional_id_prefix
+from rocketkafka.ordering.group.presence import DELAY_FORWARDER
+from rocketkafka.ordering.consumers.transactions import transactional_id_prefix
 
 #: Spark's default ``groupIdPrefix`` (the JVM source and our Python reader alike).
 SPARK_GROUP_PREFIX = "spark-kafka-source"

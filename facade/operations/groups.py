@@ -16,7 +16,7 @@ from rocketkafka.config import Settings
 from rocketkafka.errors import ConfigError
 from rocketkafka.operations.reading import LogReader
 from rocketkafka.ordering.locks import LockSettings, LockTable
-from rocketkafka.ordering.membership import MemberView, read_members
+from rocketkafka.ordering.group.membership import MemberView, read_members
 from rocketkafka.topic_partition import TP
 
 

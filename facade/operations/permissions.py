@@ -57,7 +57,7 @@ from rocketkafka.operations.acl_model import (
     key_glob,
     minimal,
 )
-from rocketkafka.ordering.transactions import transactional_id_prefix
+from rocketkafka.ordering.consumers.transactions import transactional_id_prefix
 
 __all__ = ["CLUSTER_NAME", "PASSWORD_PLACEHOLDER", "Deployment", "Grants", "KafkaAcl", "Operation", "PatternType",
            "Permissions", "RedisRule", "ResourceType", "Role", "all_permissions", "minimal", "permissions"]
@@ -70,24 +70,24 @@ _S = VARIABLE  # the variable part of a key name: ``*`` in its glob
 CONNECT = ("client|setinfo",)
 #: Running a script: EVALSHA, and SCRIPT LOAD when the server answers NOSCRIPT.
 SCRIPT = ("evalsha", "script|load")
-#: ordering/membership.py: the heartbeat script (_HEARTBEAT), leave (ZREM, HDEL), join/leave announcements.
+#: ordering/group/membership.py: the heartbeat script (_HEARTBEAT), leave (ZREM, HDEL), join/leave announcements.
 MEMBERSHIP = (*SCRIPT, "time", "zadd", "hset", "zrangebyscore", "hdel", "zremrangebyscore", "zrange", "hget",
               "zrem", "publish", "subscribe")
 #: ordering/locks/scripts.py CLAIM, RENEW, FENCE and RELEASE (lock, renew, unlock).
 LOCKS = (*SCRIPT, "hmget", "hset", "pexpire", "get", "hget", "set", "del", "hdel", "pttl")
-#: ordering/locks/scripts.py DESCRIBE (the admin's lock views; an engine's secured start, ordering/access.py).
+#: ordering/locks/scripts.py DESCRIBE (the admin's lock views; an engine's secured start, ordering/engine/access.py).
 LOCK_VIEW = (*SCRIPT, "hmget", "pttl", "get", "hget")
-#: ordering/resets.py: OffsetResets.pending (HGETALL), done (EVAL of _DONE_IF_UNCHANGED: HGET, HDEL; HDEL).
+#: ordering/engine/resets.py: OffsetResets.pending (HGETALL), done (EVAL of _DONE_IF_UNCHANGED: HGET, HDEL; HDEL).
 RESETS = ("hgetall", "eval", "hget", "hdel")
-#: ordering/resets.py: OffsetResets.request and announce (the operator's side).
+#: ordering/engine/resets.py: OffsetResets.request and announce (the operator's side).
 RESET_REQUEST = ("hset", "publish")
-#: ordering/membership.py:read_members.
+#: ordering/group/membership.py:read_members.
 MEMBERS_VIEW = ("time", "zrange", "hgetall")
-#: ordering/presence.py: Presence.announce (a pipeline), withdraw.
+#: ordering/group/presence.py: Presence.announce (a pipeline), withdraw.
 ANNOUNCE = ("zadd", "zremrangebyscore", "pexpire", "zrem")
-#: ordering/presence.py: Presence.alive.
+#: ordering/group/presence.py: Presence.alive.
 ALIVE = ("zrangebyscore",)
-#: ordering/idempotent.py: _BEGIN (GET, PTTL, SET), _ABORT (GET, DEL), IdempotentConsumer's GET and SET.
+#: ordering/consumers/idempotent.py: _BEGIN (GET, PTTL, SET), _ABORT (GET, DEL), IdempotentConsumer's GET and SET.
 IDEMPOTENT = (*SCRIPT, "get", "pttl", "set", "del")
 #: txn/markers.py: EndMarkers.lookup (MGET) and mark (SET ... PX [NX], in a pipeline).
 MARKERS = ("mget", "set")
@@ -147,9 +147,9 @@ class Grants:
         self.commands.extend(commands)
 
     def engine(self, group: str, membership: str | None = None, *, resets: bool = True) -> None:
-        """The ownership engine of ``group`` (ordering/engine.py:OwnershipEngine.open): membership under
+        """The ownership engine of ``group`` (ordering/engine/engine.py:OwnershipEngine.open): membership under
         ``membership`` (default ``group``), the lock table (and, at a secured start, one lock entry read:
-        ordering/access.py:check_start_access), operators' offset resets."""
+        ordering/engine/access.py:check_start_access), operators' offset resets."""
         k, m = self.d.keys, membership or group
         self.redis([key_glob(k.members(m)), key_glob(k.member_info(m)), key_glob(k.lock(group, _S, 0)),
                     key_glob(k.fence(group, _S, 0)), key_glob(k.session(group, _S))],
@@ -197,12 +197,12 @@ def transactional_producer(d: Deployment) -> Grants:
         check = names.check_request(pg)
         g.topic(check, READ, where="txn/producer.py:TransactionMQProducer.start (PushConsumer on it)",
                 why=f"check-back requests of producer group {pg}")
-        g.group(check, READ, where="ordering/commits.py:commit_offsets, ordering/holdings.py:take",
+        g.group(check, READ, where="ordering/engine/commits.py:commit_offsets, ordering/engine/holdings.py:take",
                 why=f"the check-request consumer's group commits and reads its offsets (producer group {pg})")
         # READ only: an answer never fails (txn/producer.py:_answer_check), so no retry copy is ever written
-        g.topic(names.retry(check), READ, where="ordering/push_consumer.py:PushConsumer._step",
+        g.topic(names.retry(check), READ, where="ordering/consumers/push_consumer.py:PushConsumer._step",
                 why="the check-request consumer's retry topic (subscribed; created only if missing)")
-        g.topic(names.dead_letter(check), WRITE, where="ordering/failures.py:SendBack.dead_letter_raw",
+        g.topic(names.dead_letter(check), WRITE, where="ordering/work/failures.py:SendBack.dead_letter_raw",
                 why="malformed check requests are dead-lettered")
         g.redis([key_glob(d.keys.transaction_end(pg, _S))], (), MARKERS)  # txn/end.py, txn/markers.py
         g.engine(check)
@@ -218,21 +218,21 @@ def transactional_producer(d: Deployment) -> Grants:
 def push_consumer(d: Deployment) -> Grants:
     g = Grants(d)
     names = d.names
-    g.user_topics(READ, where="ordering/engine.py:OwnershipEngine.open, fetch; ordering/batch_step.py:initial_offset",
+    g.user_topics(READ, where="ordering/engine/engine.py:OwnershipEngine.open, fetch; ordering/consumers/batch_step.py:initial_offset",
                   why="subscribed: fetch, partition counts, ListOffsets for where a new group starts")
     for group in d.consumer_groups:
         if d.broadcasting:
-            g.group(f"{group}.bcast.", READ, prefixed=True, where="ordering/push_consumer.py:PushConsumer.start",
+            g.group(f"{group}.bcast.", READ, prefixed=True, where="ordering/consumers/push_consumer.py:PushConsumer.start",
                     why="broadcasting: each member commits to its own offsets group <group>.bcast.<instance>")
             continue
-        g.group(group, READ, where="ordering/commits.py:commit_offsets, ordering/holdings.py:take",
+        g.group(group, READ, where="ordering/engine/commits.py:commit_offsets, ordering/engine/holdings.py:take",
                 why="commits offsets (assign(): no group join) and reads them when a partition is taken")
-        g.topic(names.dead_letter(group), WRITE, where="ordering/failures.py:SendBack.dead_letter; "
-                "ordering/batch_step.py:BatchStep.provision",
+        g.topic(names.dead_letter(group), WRITE, where="ordering/work/failures.py:SendBack.dead_letter; "
+                "ordering/consumers/batch_step.py:BatchStep.provision",
                 why="dead letters (listed at start, created only if missing)")
         if d.consumer_retries:
-            g.topic(names.retry(group), READ, where="ordering/batch_step.py:BatchStep.provision; "
-                    "ordering/listening.py:ListenerHandler._retry_copies",
+            g.topic(names.retry(group), READ, where="ordering/consumers/batch_step.py:BatchStep.provision; "
+                    "ordering/consumers/listening.py:ListenerHandler._retry_copies",
                     why="retry copies are read back (subscribed; created only if missing)")
             if not d.retry_backoff:  # with the back-off a copy waits in the delay levels; the forwarder writes it here
                 g.topic(names.retry(group), WRITE, where="facade/retry.py:Reconsumer.send_back",
@@ -241,26 +241,26 @@ def push_consumer(d: Deployment) -> Grants:
         if d.idempotent_consume:
             g.redis([key_glob(d.keys.consumed(group, _S))], (), IDEMPOTENT)
         if d.exactly_once:
-            g.transactional_ids(transactional_id_prefix(group), where="ordering/transactions.py:PartitionTransactions",
+            g.transactional_ids(transactional_id_prefix(group), where="ordering/consumers/transactions.py:PartitionTransactions",
                                 why="exactly_once: one transactional id per partition, rk-eos.<group>.<topic>.<p>")
     if d.consumer_retries and d.retry_backoff and d.consumer_groups:
         g.delay_topics(WRITE, where="facade/schedule/routing.py:retry_backoff",
                        why="retries wait in the delay levels (RocketMQ's back-off)")
-        g.redis([forwarder_presence_key(d)], (), ALIVE)  # ordering/push_consumer.py:forwarders_alive
+        g.redis([forwarder_presence_key(d)], (), ALIVE)  # ordering/consumers/push_consumer.py:forwarders_alive
     if d.exactly_once and not d.broadcasting and d.consumer_groups:
-        g.user_topics(WRITE, where="ordering/exactly_once_consumer.py:TransactionalSender.send",
+        g.user_topics(WRITE, where="ordering/consumers/exactly_once_consumer.py:TransactionalSender.send",
                       why="exactly_once: what the listener sends through consumer.producer")
         g.probe("its consumer group, committing nothing")
-    _trace(g, "ordering/tracing.py:ListenerTrace; facade/retry.py:Reconsumer")
+    _trace(g, "ordering/consumers/tracing.py:ListenerTrace; facade/retry.py:Reconsumer")
     return g
 
 
 def drop_in_consumer(d: Deployment) -> Grants:
     g = Grants(d)
-    g.user_topics(READ, where="ordering/drop_in_step.py:DropInStep.topics; ordering/engine.py:OwnershipEngine.open",
+    g.user_topics(READ, where="ordering/consumers/drop_in_step.py:DropInStep.topics; ordering/engine/engine.py:OwnershipEngine.open",
                   why="subscribed (^regex ones matched against the listed topics): fetch, partition counts")
     for group in d.consumer_groups:
-        g.group(group, READ, where="ordering/drop_in_consumer.py:Consumer.commit; ordering/holdings.py:take",
+        g.group(group, READ, where="ordering/consumers/drop_in_consumer.py:Consumer.commit; ordering/engine/holdings.py:take",
                 why="commits offsets (assign(): no group join) and reads them when a partition is taken")
         g.engine(group)
     return g
@@ -272,7 +272,7 @@ def delay_forwarder(d: Deployment) -> Grants:
     g.delay_topics(READ, WRITE, where="delay/forwarder.py:DelayForwarder.start; delay/forward_handler.py",
                    why="reads the level and step topics, re-routes a record to the next hop (listed at start, "
                        "created only if missing)")
-    g.group(fg, READ, where="ordering/commits.py:commit_offsets; ordering/transactions.py:PartitionTransactions",
+    g.group(fg, READ, where="ordering/engine/commits.py:commit_offsets; ordering/consumers/transactions.py:PartitionTransactions",
             why="commits the delay topics' offsets (in transactions with exactly_once)")
     if d.delay:
         g.user_topics(WRITE, where="delay/forward_handler.py:ForwardHandler.forward",
@@ -284,9 +284,9 @@ def delay_forwarder(d: Deployment) -> Grants:
     g.topic(names.dead_letter(fg), WRITE, where="delay/forwarder.py:DelayForwarder._dead_letter",
             why="records that cannot be forwarded (listed at start, created only if missing)")
     g.engine(fg, forwarder_membership(d))
-    g.redis([forwarder_presence_key(d)], (), ANNOUNCE)  # ordering/presence.py:Announcer
+    g.redis([forwarder_presence_key(d)], (), ANNOUNCE)  # ordering/group/presence.py:Announcer
     if d.exactly_once:
-        g.transactional_ids(forwarder_txn_prefix(d), where="ordering/transactions.py:PartitionTransactions; "
+        g.transactional_ids(forwarder_txn_prefix(d), where="ordering/consumers/transactions.py:PartitionTransactions; "
                             "delay/forwarder.py:DelayForwarder.transactional_id_prefix",
                             why="exactly_once: one transactional id per delay partition")
         g.probe("the forwarders' group, committing nothing")
@@ -304,7 +304,7 @@ def transaction_checker(d: Deployment) -> Grants:
                 why=f"{what} (listed at start, created only if missing)")
     g.topic(names.max_check(), WRITE, where="txn/scanning.py:Scanner._act; txn/records.py:provision",
             why="halves checked too often, or malformed (listed at start, created only if missing)")
-    g.group(group, READ, where="ordering/commits.py:commit_offsets; ordering/holdings.py:take",
+    g.group(group, READ, where="ordering/engine/commits.py:commit_offsets; ordering/engine/holdings.py:take",
             why="commits half and op progress (assign(): no group join)")
     for pg in d.producer_groups:
         g.topic(names.check_request(pg), WRITE, where="txn/scanning.py:Scanner._act; txn/checker.py:"

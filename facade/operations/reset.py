@@ -1,6 +1,6 @@
 """Moving a group's committed offsets while it runs (``mqadmin resetOffsetByTime``).
 
-The request goes through Redis (:mod:`~rocketkafka.ordering.resets`): the member holding
+The request goes through Redis (:mod:`~rocketkafka.ordering.engine.resets`): the member holding
 a partition's lock drains it, commits the requested offset under the lock and re-reads
 from there; a partition nobody holds is locked and committed here. The call returns once
 every partition was applied, so "re-delivered from the requested point" holds the moment
@@ -25,9 +25,9 @@ from rocketkafka.config import Settings
 from rocketkafka.errors import ConfigError, RocketKafkaError
 from rocketkafka.operations.groups import ADMIN_LOCK_SETTINGS, admin_id, lock_views
 from rocketkafka.operations.reading import LogReader
-from rocketkafka.ordering.commits import fenced
+from rocketkafka.ordering.engine.commits import fenced
 from rocketkafka.ordering.locks import LockTable
-from rocketkafka.ordering.resets import OffsetResets
+from rocketkafka.ordering.engine.resets import OffsetResets
 from rocketkafka.refusals import principal_of, refusal_in
 from rocketkafka.topic_partition import TP
 

@@ -11,7 +11,7 @@ import time
 from collections import Counter, defaultdict
 
 from rocketkafka.message import Message, MessageModel, SendResult
-from rocketkafka.ordering.push_consumer import PushConsumer
+from rocketkafka.ordering.consumers.push_consumer import PushConsumer
 from rocketkafka.producer import Producer
 from rocketkafka.testing.waiting import wait_for
 from rocketkafka.tools.demo_stage import FAST, Stage

@@ -2,7 +2,7 @@
 
 Run as ``python -m rocketkafka.tools.demo_member '<json>'`` with the keys ``name``, ``group``,
 ``topic``, ``options``
-(:class:`~rocketkafka.ordering.options.ConsumerOptions` fields), ``handler_ms`` and ``history``
+(:class:`~rocketkafka.ordering.engine.options.ConsumerOptions` fields), ``handler_ms`` and ``history``
 (a JSON-lines file the handler appends each call to: :class:`~rocketkafka.testing.history.History`); the
 stack's :class:`~rocketkafka.config.Settings` come from the ``ROCKETKAFKA_*`` environment (never the command line).
 It prints ``ready`` once started and then runs until killed: it never leaves gracefully, so its
@@ -17,7 +17,7 @@ import threading
 import time
 
 from rocketkafka.config import Settings
-from rocketkafka.ordering.push_consumer import PushConsumer
+from rocketkafka.ordering.consumers.push_consumer import PushConsumer
 from rocketkafka.testing.history import History
 
 

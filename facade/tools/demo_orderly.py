@@ -21,7 +21,7 @@ from pathlib import Path
 
 from rocketkafka.message import Message
 from rocketkafka.operations import lock_views
-from rocketkafka.ordering.push_consumer import PushConsumer
+from rocketkafka.ordering.consumers.push_consumer import PushConsumer
 from rocketkafka.producer import Producer
 from rocketkafka.testing.history import History, check
 from rocketkafka.testing.waiting import wait_for

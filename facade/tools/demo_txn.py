@@ -13,8 +13,8 @@ import time
 from collections import Counter
 
 from rocketkafka.message import Message
-from rocketkafka.ordering.options import ConsumerOptions
-from rocketkafka.ordering.push_consumer import PushConsumer
+from rocketkafka.ordering.engine.options import ConsumerOptions
+from rocketkafka.ordering.consumers.push_consumer import PushConsumer
 from rocketkafka.testing.waiting import wait_for
 from rocketkafka.tools.demo_stage import FAST, Stage
 from rocketkafka.txn import TransactionMQProducer, TransactionOptions, TransactionStatus

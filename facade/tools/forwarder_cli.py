@@ -30,7 +30,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from rocketkafka.config import Settings
 from rocketkafka.delay.forwarder import DEFAULT_GROUP, DelayForwarder
 from rocketkafka.errors import ConfigError
-from rocketkafka.ordering.metrics import service_metrics_port
+from rocketkafka.ordering.engine.metrics import service_metrics_port
 from rocketkafka.schedule.levels import DelayConfig
 from rocketkafka.tools.service_run import serve, start_when_reachable, stop_on_signals
 from rocketkafka.tools.settings import command_settings

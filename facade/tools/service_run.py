@@ -17,7 +17,7 @@ from typing import Protocol, TypeVar
 from confluent_kafka import KafkaError
 
 from rocketkafka.errors import BrokerUnavailableError, RedisAuthError, RedisUnavailableError
-from rocketkafka.ordering.lifecycle import Health
+from rocketkafka.ordering.engine.lifecycle import Health
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from rocketkafka import ConfigError, MessageSelector
 from rocketkafka.background import BackgroundQueue
 from rocketkafka.errors import MalformedRecordError
 from rocketkafka.names import Header
-from rocketkafka.ordering.selecting import record_filter
+from rocketkafka.ordering.consumers.selecting import record_filter
 
 
 def test_operations_exports_are_sorted_and_real():

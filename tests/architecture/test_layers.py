@@ -28,7 +28,29 @@ def test_layer_contract_holds_for_every_import_lazy_ones_included(tmp_path):
     done = subprocess.run([sys.executable, "-c", "from importlinter.cli import lint_imports_command; "
                            "lint_imports_command()", "--no-cache"], cwd=REPO, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert "Contracts: 1 kept, 0 broken." in done.stdout
+    assert "Contracts: 2 kept, 0 broken." in done.stdout
+    assert "ordering rooms: consumers > engine > work | group | locks KEPT" in done.stdout
+
+
+def test_every_room_of_ordering_says_what_it_owns_and_what_it_may_call():
+    """The rooms of ``ordering/`` (the second contract in pyproject.toml): each a package whose docstring names
+    its modules and the rooms it may import, and no module left beside them but the package's own ``__init__``."""
+    import ast
+    import tomllib
+
+    contract = next(c for c in tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+                    if c["containers"] == ["rocketkafka.ordering"])
+    rooms = {room.strip() for layer in contract["layers"] for room in layer.split("|")}
+    folders = package_folders()
+    assert {name.rsplit(".", 1)[-1] for name in folders if name.startswith("rocketkafka.ordering.")} == rooms
+    assert [p.name for p in (REPO / "ordering").glob("*.py")] == ["__init__.py"]
+    for room in sorted(rooms):
+        folder = folders[f"rocketkafka.ordering.{room}"]
+        doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text())) or ""
+        assert "May call:" in doc, f"ordering/{room}/__init__.py does not say what it may call"
+        missing = [p.stem for p in folder.glob("*.py") if p.stem != "__init__"
+                   and f"rocketkafka.ordering.{room}.{p.stem}`" not in doc]
+        assert missing == [], f"ordering/{room}/__init__.py does not name {missing}"
 
 
 @pytest.mark.skipif(not SHARED_CYCLES_TOOL.exists(), reason=f"{SHARED_CYCLES_TOOL} is not beside the checkout")

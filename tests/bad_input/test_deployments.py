@@ -11,10 +11,10 @@ import pytest
 
 from rocketkafka import ConsumeStatus, Message, Producer, PushConsumer
 from rocketkafka.delay.forwarder import DelayForwarder
-from rocketkafka.ordering.idempotent import IdempotentConsumer
+from rocketkafka.ordering.consumers.idempotent import IdempotentConsumer
 from rocketkafka.schedule.levels import DelayConfig
 from rocketkafka.testing.reading import read_all
-from rocketkafka.ordering.options import ConsumerOptions
+from rocketkafka.ordering.engine.options import ConsumerOptions
 from rocketkafka.txn import (CheckerOptions, TransactionChecker, TransactionMQProducer, TransactionOptions,
                              TransactionStatus)
 from tests.bad_input.conftest import FAST, wait_until

@@ -26,7 +26,7 @@ from rocketkafka.delay.forwarder import DelayForwarder
 from rocketkafka.errors import MalformedRecordError
 from rocketkafka.headers import header_map
 from rocketkafka.names import Header
-from rocketkafka.ordering.lifecycle import State
+from rocketkafka.ordering.engine.lifecycle import State
 from rocketkafka.testing.history import History, check
 from rocketkafka.testing.reading import read_all
 from tests.bad_input.conftest import FAST, GARBAGE, READABLE, wait_until

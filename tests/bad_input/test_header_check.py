@@ -21,13 +21,13 @@ from rocketkafka import Message, MessageExt, MessageSelector
 from rocketkafka.codec import encode_headers
 from rocketkafka.errors import MalformedRecordError
 from rocketkafka.headers import read_headers, unreadable_header
-from rocketkafka.ordering.commit_args import check_message_or_offsets, position_of
-from rocketkafka.ordering.failures import Drop
-from rocketkafka.ordering.lanes import Run
-from rocketkafka.ordering.listening import ListenerHandler
-from rocketkafka.ordering.message_batch import BatchFailure
-from rocketkafka.ordering.selecting import record_filter
-from rocketkafka.ordering.subscriptions import Subscription, Subscriptions
+from rocketkafka.ordering.consumers.commit_args import check_message_or_offsets, position_of
+from rocketkafka.ordering.work.failures import Drop
+from rocketkafka.ordering.work.lanes import Run
+from rocketkafka.ordering.consumers.listening import ListenerHandler
+from rocketkafka.ordering.consumers.message_batch import BatchFailure
+from rocketkafka.ordering.consumers.selecting import record_filter
+from rocketkafka.ordering.consumers.subscriptions import Subscription, Subscriptions
 from tests.bad_input.conftest import GARBAGE, READABLE
 
 TOPIC = "orders"
@@ -190,7 +190,7 @@ def test_no_listener_ever_gets_a_garbled_record_each_is_dead_lettered_once_and_t
 def test_broadcasting_logs_each_garbled_record_once_with_its_place_and_hands_it_to_no_listener(caplog):
     records, garbled = _mixed()
     seen: list[int] = []
-    with caplog.at_level(logging.ERROR, logger="rocketkafka.ordering.failures"):
+    with caplog.at_level(logging.ERROR, logger="rocketkafka.ordering.work.failures"):
         _handler(_reading_everything(seen), Drop(), orderly=False).handle(_run(records))
     assert seen == [r.offset() for r in records if r.offset() not in garbled]
     logged = [r for r in caplog.records if "dropping malformed broadcast record" in r.getMessage()]

@@ -20,7 +20,7 @@ from rocketkafka.headers import header_map
 from rocketkafka.names import Header
 from rocketkafka.testing.history import History, check
 from rocketkafka.testing.reading import read_all
-from rocketkafka.ordering.options import ConsumerOptions
+from rocketkafka.ordering.engine.options import ConsumerOptions
 from rocketkafka.txn import CheckerOptions, TransactionChecker, TransactionMQProducer, TransactionOptions, TransactionStatus
 from tests.bad_input.conftest import FAST, wait_until
 

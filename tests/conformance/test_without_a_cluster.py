@@ -157,7 +157,7 @@ def test_subscribe_while_redis_is_unreachable_reports_through_error_cb(rk_settin
     """Ours only (confluent-kafka has no Redis): the join goes on in the background, as librdkafka's
     group join does while the coordinator is away; ``subscribe`` neither fails nor stalls."""
     from rocketkafka.kafka import Consumer
-    from rocketkafka.ordering.drop_in_consumer import SUBSCRIBE_WAIT_S
+    from rocketkafka.ordering.consumers.drop_in_consumer import SUBSCRIBE_WAIT_S
 
     seen: list[KafkaError] = []
     consumer = Consumer(consumer_conf(**{"bootstrap.servers": rk_settings.bootstrap_servers,

@@ -2,7 +2,7 @@
 that sees every delayed message once.
 
 Each run of a delay partition is one Kafka transaction with the partition's offset; a new owner
-fences the partition's transactional id before it reads the offset (rocketkafka.ordering.transactions).
+fences the partition's transactional id before it reads the offset (rocketkafka.ordering.consumers.transactions).
 On a broker whose read_committed readers see aborted records (Tansu), ``exactly_once`` is refused.
 
 ``ROCKETKAFKA_TEST_EXACTLY_ONCE_OFF=1`` runs the nemesis tests with the transactional path switched off

@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 
 from rocketkafka import PushConsumer
-from rocketkafka.ordering.idempotent import IdempotentConsumer
+from rocketkafka.ordering.consumers.idempotent import IdempotentConsumer
 from tests.delay.conftest import FAST, wait_until
 from tests.delay.streams import Stream, check_forwarded
 

@@ -44,7 +44,7 @@ def test_every_public_error_has_a_row_on_the_errors_page():
 
 def _series() -> set[str]:
     from rocketkafka.delay.metrics import ForwarderMetrics
-    from rocketkafka.ordering.metrics import ConsumerMetrics
+    from rocketkafka.ordering.engine.metrics import ConsumerMetrics
     from rocketkafka.txn.metrics import CheckerMetrics
     from rocketkafka.txn.stats import CheckerStats
 

@@ -18,7 +18,7 @@ from rocketkafka import Message, Producer
 from rocketkafka.admin import TopicAdmin
 from rocketkafka.config import SAFE_PRODUCER_CONFIG
 from rocketkafka.delay.forwarder import FORWARDER_PRODUCER_CONFIG
-from rocketkafka.ordering.transactions import TRANSACTIONAL_PRODUCER_CONFIG
+from rocketkafka.ordering.consumers.transactions import TRANSACTIONAL_PRODUCER_CONFIG
 from rocketkafka.sender import Sender
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from rocketkafka import ConfigError, IdempotentConsumer, PushConsumer
-from rocketkafka.ordering.idempotent import MarkState
+from rocketkafka.ordering.consumers.idempotent import MarkState
 from tests.ordering.conftest import FAST, wait_until
 
 pytestmark = pytest.mark.integration

@@ -17,7 +17,7 @@ import pytest
 import redis
 
 from rocketkafka.errors import ConfigError, StateError
-from rocketkafka.ordering.keeper import Keeper
+from rocketkafka.ordering.engine.keeper import Keeper
 from rocketkafka.ordering.locks import LockSettings, LockTable
 from rocketkafka.testing.capabilities import Capability
 

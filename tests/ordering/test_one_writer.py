@@ -15,12 +15,12 @@ from concurrent.futures import Future
 
 import pytest
 
-from rocketkafka.ordering.lanes import Outcome, Run
-from rocketkafka.ordering.order_keys import order_key_of
-from rocketkafka.ordering.partition import Batch, ByKey, PartitionWork, Serial, Unordered
-from rocketkafka.ordering.scheduler import INLINE_STALL_S, Scheduler
-from rocketkafka.ordering.settlement import Shard
-from rocketkafka.ordering.step import ClaimContext
+from rocketkafka.ordering.work.lanes import Outcome, Run
+from rocketkafka.ordering.work.order_keys import order_key_of
+from rocketkafka.ordering.work.partition import Batch, ByKey, PartitionWork, Serial, Unordered
+from rocketkafka.ordering.work.scheduler import INLINE_STALL_S, Scheduler
+from rocketkafka.ordering.work.settlement import Shard
+from rocketkafka.ordering.work.step import ClaimContext
 from tests.ordering.conftest import Rec
 
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from rocketkafka.ordering.order_keys import order_key_of, parse_json_path, validate_order_key
-from rocketkafka.ordering.lanes import Run
-from rocketkafka.ordering.partition import Batch, ByKey, PartitionWork, Serial, Unordered
-from rocketkafka.ordering.step import ClaimContext
+from rocketkafka.ordering.work.order_keys import order_key_of, parse_json_path, validate_order_key
+from rocketkafka.ordering.work.lanes import Run
+from rocketkafka.ordering.work.partition import Batch, ByKey, PartitionWork, Serial, Unordered
+from rocketkafka.ordering.work.step import ClaimContext
 from tests.ordering.conftest import Rec
 
 
@@ -208,7 +208,7 @@ def test_records_fetched_again_after_a_seek_are_not_taken_twice():
 
 # -- idempotent consume: the quorum decision ----------------------------------------------------------
 def test_idempotent_begin_decisions():
-    from rocketkafka.ordering.idempotent import BUSY_RETRY_MS, MarkState, decide
+    from rocketkafka.ordering.consumers.idempotent import BUSY_RETRY_MS, MarkState, decide
 
     ours, consumed, other = [b"", 0], [b"consumed", 5000], [b"consuming:abc", 700]
     assert decide([ours, ours, ours], 2).state is MarkState.OURS

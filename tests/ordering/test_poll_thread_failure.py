@@ -8,7 +8,7 @@ import pytest
 
 from rocketkafka import PushConsumer
 from rocketkafka.errors import ConsumerFailedError
-from rocketkafka.ordering.lifecycle import State
+from rocketkafka.ordering.engine.lifecycle import State
 from tests.conftest import scrape
 from tests.ordering.conftest import FAST, wait_until
 

@@ -169,7 +169,7 @@ def _time_until(predicate, timeout: float = 10.0) -> float:
 
 
 def test_allocation_strategy_object_decides_ownership(rk_settings, rk_topic, rk_group):
-    from rocketkafka.ordering.allocation import ByConfig
+    from rocketkafka.ordering.group.allocation import ByConfig
 
     topic = rk_topic(partitions=4)
     table = {"a": [(topic, 0), (topic, 3)], "b": [(topic, 1), (topic, 2)]}

@@ -11,10 +11,10 @@ from concurrent.futures import Future
 
 import pytest
 
-from rocketkafka.ordering.lanes import Outcome, Run
-from rocketkafka.ordering.partition import Batch, PartitionWork, Serial
-from rocketkafka.ordering.scheduler import Scheduler
-from rocketkafka.ordering.step import ClaimContext
+from rocketkafka.ordering.work.lanes import Outcome, Run
+from rocketkafka.ordering.work.partition import Batch, PartitionWork, Serial
+from rocketkafka.ordering.work.scheduler import Scheduler
+from rocketkafka.ordering.work.step import ClaimContext
 from tests.ordering.conftest import Rec
 
 

@@ -16,9 +16,9 @@ from confluent_kafka import Consumer, TopicPartition
 from rocketkafka import AuthorizationError, PushConsumer
 from rocketkafka.errors import RedisPermissionError
 from rocketkafka.names import Header, RedisKeys
-from rocketkafka.ordering.commits import due_offsets
+from rocketkafka.ordering.engine.commits import due_offsets
 from rocketkafka.ordering.locks import LockSettings, LockTable
-from rocketkafka.ordering.owned import OwnedLock
+from rocketkafka.ordering.engine.owned import OwnedLock
 from rocketkafka.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.rk_needs("secure")]

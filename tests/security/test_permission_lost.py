@@ -20,7 +20,7 @@ from rocketkafka.admin import TopicAdmin
 from rocketkafka.delay.forwarder import DEFAULT_GROUP, DelayForwarder
 from rocketkafka.headers import header_map
 from rocketkafka.names import Header
-from rocketkafka.ordering.options import ConsumerOptions
+from rocketkafka.ordering.engine.options import ConsumerOptions
 from rocketkafka.refusals import REFUSALS
 from rocketkafka.schedule.levels import DelayConfig
 from rocketkafka.testing.history import History, check

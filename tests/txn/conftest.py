@@ -11,7 +11,7 @@ import pytest
 from rocketkafka.testing.waiting import wait_for
 
 from rocketkafka.testing.reading import read_all
-from rocketkafka.ordering.options import ConsumerOptions
+from rocketkafka.ordering.engine.options import ConsumerOptions
 from rocketkafka.headers import header_map
 from rocketkafka.names import Header
 from rocketkafka.txn import CheckerOptions, TransactionChecker, TransactionMQProducer, TransactionOptions

@@ -20,7 +20,7 @@ import pytest
 from rocketkafka import Message, PushConsumer
 from rocketkafka.headers import header_map
 from rocketkafka.names import Header
-from rocketkafka.ordering.idempotent import IdempotentConsumer
+from rocketkafka.ordering.consumers.idempotent import IdempotentConsumer
 from rocketkafka.txn import TransactionStatus
 from tests.txn.conftest import FAST_MEMBERSHIP, Store, tx_ids, wait_until
 from tests.txn.processes import ROOT, Checkers, all_halves_decided, environment, half_ends

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocketkafka.ordering.allocation import Averagely, AveragelyByCircle, ByConfig, ConsistentHash, MachineRoomNearby, Member
+from rocketkafka.ordering.group.allocation import Averagely, AveragelyByCircle, ByConfig, ConsistentHash, MachineRoomNearby, Member
 
 PARTS = [("t", i) for i in range(8)]
 

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from rocketkafka.config import Settings
-from rocketkafka.ordering import clients as clients_module
-from rocketkafka.ordering.clients import BROKERLESS_REPORTS, OwnClients, reaches_a_broker
-from rocketkafka.ordering.engine import OwnershipEngine
-from rocketkafka.ordering.options import OwnershipOptions
-from rocketkafka.ordering.step import ClaimContext
+from rocketkafka.ordering.engine import clients as clients_module
+from rocketkafka.ordering.engine.clients import BROKERLESS_REPORTS, OwnClients, reaches_a_broker
+from rocketkafka.ordering.engine.engine import OwnershipEngine
+from rocketkafka.ordering.engine.options import OwnershipOptions
+from rocketkafka.ordering.work.step import ClaimContext
 
 TOPIC = "orders"
 NOWHERE = Settings(bootstrap_servers="127.0.0.1:9", redis_urls=[])

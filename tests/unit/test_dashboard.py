@@ -1,7 +1,7 @@
 """docker/grafana/rocketkafka-dashboard.json asks only for series the code exports.
 
 The exported series are read from the collectors themselves (instantiated with a sample
-of every kind), so renaming a series or a label in ``ordering/metrics.py``,
+of every kind), so renaming a series or a label in ``ordering/engine/metrics.py``,
 ``delay/metrics.py`` or ``txn/metrics.py`` without the dashboard fails here. PromQL is
 read with a small scanner: label matchers, grouping clauses, range selectors and strings
 are cut out, and what remains that is neither a function, an operator keyword nor a
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from rocketkafka.delay.metrics import ForwarderMetrics
-from rocketkafka.ordering.metrics import ConsumerMetrics, PartitionSample
+from rocketkafka.ordering.engine.metrics import ConsumerMetrics, PartitionSample
 from rocketkafka.txn.metrics import CheckerMetrics
 from rocketkafka.txn.stats import CheckerStats
 

@@ -8,7 +8,7 @@ import threading
 import time
 import weakref
 
-from rocketkafka.ordering.timers import DueTimers
+from rocketkafka.ordering.work.timers import DueTimers
 
 
 class _Owner:

@@ -7,8 +7,8 @@ import pytest
 from rocketkafka import ConfigError, Settings
 from rocketkafka.config import DEFAULT_FETCH_WAIT_MS, SHORT_FETCH_WAIT_MS
 from rocketkafka.config_file import values_of_properties
-from rocketkafka.ordering.engine import OwnershipEngine
-from rocketkafka.ordering.options import OwnershipOptions
+from rocketkafka.ordering.engine.engine import OwnershipEngine
+from rocketkafka.ordering.engine.options import OwnershipOptions
 from rocketkafka.tools.bench.contenders import engine_fetch
 
 BROKER = "127.0.0.1:9092"

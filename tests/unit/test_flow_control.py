@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rocketkafka.ordering.flow_control import over_threshold, over_total, pauses_and_resumes
-from rocketkafka.ordering.owned import OwnedLock
+from rocketkafka.ordering.engine.flow_control import over_threshold, over_total, pauses_and_resumes
+from rocketkafka.ordering.engine.owned import OwnedLock
 
 
 class Backlog:

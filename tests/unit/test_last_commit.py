@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 from confluent_kafka import KafkaError, TopicPartition
 
-from rocketkafka.ordering import holdings
-from rocketkafka.ordering.commits import commit_offsets, forget
-from rocketkafka.ordering.owned import OwnedLock
+from rocketkafka.ordering.engine import holdings
+from rocketkafka.ordering.engine.commits import commit_offsets, forget
+from rocketkafka.ordering.engine.owned import OwnedLock
 
 TP0 = ("t", 0)
 

@@ -28,8 +28,10 @@ from rocketkafka.operations import (
 from rocketkafka.operations.acl_output import render_text
 from rocketkafka.operations.permissions import PASSWORD_PLACEHOLDER, Operation, PatternType, ResourceType, minimal
 from rocketkafka.ordering.locks import nodes, scripts
-from rocketkafka.ordering import idempotent, membership, resets
-from rocketkafka.ordering.transactions import transactional_id
+from rocketkafka.ordering.consumers import idempotent
+from rocketkafka.ordering.engine import resets
+from rocketkafka.ordering.group import membership
+from rocketkafka.ordering.consumers.transactions import transactional_id
 from rocketkafka.tools.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,7 +43,7 @@ SCRIPTS = {"evalsha", "script|load"}
 MEMBERSHIP = SCRIPTS | {"time", "zadd", "hset", "zrangebyscore", "hdel", "zremrangebyscore", "zrange", "hget", "zrem",
                         "publish", "subscribe"}
 LOCKS = SCRIPTS | {"hmget", "hset", "pexpire", "get", "hget", "set", "del", "hdel", "pttl"}
-LOCK_VIEW = SCRIPTS | {"hmget", "pttl", "get", "hget"}  # an engine's secured start reads one entry (ordering/access.py)
+LOCK_VIEW = SCRIPTS | {"hmget", "pttl", "get", "hget"}  # an engine's secured start reads one entry (ordering/engine/access.py)
 RESETS = {"hgetall", "eval", "hget", "hdel"}
 ENGINE = CONNECT | MEMBERSHIP | LOCKS | LOCK_VIEW | RESETS
 
@@ -234,8 +236,8 @@ def _called(script: str) -> set[str]:
 def test_every_file_with_a_lua_script_is_known_here():
     found = {str(p.relative_to(REPO)) for folder in ("facade", "ordering", "delay", "txn", "spark")
              for p in (REPO / folder).rglob("*.py") if "redis.call(" in p.read_text() or "redis.pcall(" in p.read_text()}
-    assert found == {"ordering/locks/scripts.py", "ordering/membership.py", "ordering/idempotent.py",
-                     "ordering/resets.py"}, "a new Lua script: add its commands to the roles that run it"
+    assert found == {"ordering/locks/scripts.py", "ordering/group/membership.py", "ordering/consumers/idempotent.py",
+                     "ordering/engine/resets.py"}, "a new Lua script: add its commands to the roles that run it"
     lua = {name for name, value in vars(scripts).items()
            if isinstance(value, str) and "redis.call(" in value and not name.startswith("_")}  # _LIVE: a part
     assert lua == set(nodes.SCRIPTS) == {"CLAIM", "RENEW", "FENCE", "RELEASE", "DESCRIBE"}

@@ -6,8 +6,8 @@ import threading
 import time
 
 
-from rocketkafka.ordering import poll_loop
-from rocketkafka.ordering.poll_loop import IDLE_WAIT_S, PAUSED_WAIT_S, PollLoop, fetch_timeout
+from rocketkafka.ordering.engine import poll_loop
+from rocketkafka.ordering.engine.poll_loop import IDLE_WAIT_S, PAUSED_WAIT_S, PollLoop, fetch_timeout
 
 
 class Owned:

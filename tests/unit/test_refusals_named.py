@@ -22,7 +22,7 @@ from rocketkafka.errors import AuthorizationError, ConfigError
 from rocketkafka.names import TopicNames
 from rocketkafka.operations.reading import LogReader
 from rocketkafka.operations.topics import warn_not_judged
-from rocketkafka.ordering.failures import WriteUntilDurable
+from rocketkafka.ordering.work.failures import WriteUntilDurable
 from rocketkafka.refusals import REFUSALS, kafka_refusal
 from rocketkafka.schedule.levels import DelayConfig
 from rocketkafka.schedule.tiers import Tiers

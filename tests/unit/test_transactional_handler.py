@@ -8,9 +8,9 @@ from types import SimpleNamespace
 from confluent_kafka import KafkaError, KafkaException
 
 from rocketkafka.exactly_once import transaction_producer
-from rocketkafka.ordering.lanes import LOCK_RECHECK_MS, Outcome
-from rocketkafka.ordering import transactional_runs
-from rocketkafka.ordering.transactional_runs import RETRY_PAUSE_MS, RunFailed, TransactionalHandler
+from rocketkafka.ordering.work.lanes import LOCK_RECHECK_MS, Outcome
+from rocketkafka.ordering.consumers import transactional_runs
+from rocketkafka.ordering.consumers.transactional_runs import RETRY_PAUSE_MS, RunFailed, TransactionalHandler
 
 TP = ("rk.delay.level.01", 0)
 

@@ -30,7 +30,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, Producer, TopicPartition
 
 from rocketkafka.config import Settings
-from rocketkafka.ordering.options import KAFKA_CONSUMER_DEFAULTS
+from rocketkafka.ordering.engine.options import KAFKA_CONSUMER_DEFAULTS
 from rocketkafka.tools.bench.rounds import percentile
 
 #: Consume modes: a raw loop, the same loop calling a Python function per record (the floor of any
@@ -157,7 +157,7 @@ def _raw_loop(settings: Settings, topic: str, partitions: int, meter: _Meter, mo
 
 
 def _push(settings: Settings, topic: str, mode: str, meter: _Meter, timeout: float) -> None:
-    from rocketkafka.ordering.push_consumer import PushConsumer
+    from rocketkafka.ordering.consumers.push_consumer import PushConsumer
 
     options: dict[str, Any] = {"consume_from_where": "CONSUME_FROM_FIRST_OFFSET"}
     if mode in ("orderly", "keyed"):
@@ -310,7 +310,7 @@ def _latency_client(settings: Settings, mode: str, topic: str, partitions: int,
         return stop_raw, lambda: time.sleep(0.5)
     if mode not in ("push-concurrent", "push-orderly"):
         raise ValueError(f"unknown latency mode {mode!r}; choose from {', '.join(LATENCY_MODES)}")
-    from rocketkafka.ordering.push_consumer import PushConsumer
+    from rocketkafka.ordering.consumers.push_consumer import PushConsumer
 
     pc = PushConsumer(f"bench-lat-{uuid.uuid4().hex[:8]}", settings=settings, orderly=mode == "push-orderly")
     pc.subscribe(topic, lambda msg: seen(msg.record))

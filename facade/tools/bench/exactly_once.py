@@ -181,7 +181,7 @@ class _Pipeline:
     """An orderly push consumer sending every message on to ``output``, at least or exactly once."""
 
     def __init__(self, settings: Settings, source: str, output: str, exactly_once: bool, batch: int) -> None:
-        from rocketkafka.ordering.push_consumer import PushConsumer
+        from rocketkafka.ordering.consumers.push_consumer import PushConsumer
 
         self._plain = None if exactly_once else Producer("bench-eos-out", settings=settings)
         self.consumer = PushConsumer(f"bench-eos-{uuid.uuid4().hex[:6]}", settings=settings, orderly=True,

@@ -185,7 +185,7 @@ def _child(spec: dict[str, Any]) -> None:
     if mode.startswith("raw-"):
         _raw(settings, topic, partitions, engine_read(settings) if mode == "raw-engine" else {}, ready, stop)
     elif mode == "push-concurrent":
-        from rocketkafka.ordering.push_consumer import PushConsumer
+        from rocketkafka.ordering.consumers.push_consumer import PushConsumer
 
         consumer = PushConsumer(f"bench-idle-{uuid.uuid4().hex[:8]}", settings=settings)
         consumer.subscribe(topic, _noop)

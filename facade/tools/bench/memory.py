@@ -1,7 +1,7 @@
 """``bench memory``: is a consumer's memory bounded when the backlog is not? RSS over time under a slow handler.
 
 Fills a topic with a large backlog (1,000,000 records by default), then runs one
-:class:`~rocketkafka.ordering.push_consumer.PushConsumer` in a child process whose handler
+:class:`~rocketkafka.ordering.consumers.push_consumer.PushConsumer` in a child process whose handler
 is slow, so the backlog in Kafka never drains during the run. Every queue between fetch
 and handler is capped (librdkafka's prefetch by ``queued.max.messages.kbytes``; the
 claims by ``pull_threshold_per_partition`` / ``pull_threshold_total``, which count every
@@ -172,7 +172,7 @@ def _child(spec: dict[str, Any]) -> None:
     import signal
     import threading
 
-    from rocketkafka.ordering.push_consumer import PushConsumer
+    from rocketkafka.ordering.consumers.push_consumer import PushConsumer
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

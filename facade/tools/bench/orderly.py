@@ -43,7 +43,7 @@ from rocketkafka.errors import LockError
 from rocketkafka.logs import redact_url
 from rocketkafka.names import RedisKeys
 from rocketkafka.ordering.locks import LockTable
-from rocketkafka.ordering.push_consumer import PushConsumer
+from rocketkafka.ordering.consumers.push_consumer import PushConsumer
 
 __all__ = ["TIMINGS", "bench_orderly", "bench_renew"]
 

@@ -50,8 +50,8 @@ ORDER_KEYS = {Kind.ORDERLY: "partition", Kind.KEYED: "key", Kind.EXACTLY_ONCE: "
 
 
 def main(spec: WorkerSpec) -> None:
-    from rocketkafka.ordering.idempotent import IdempotentConsumer
-    from rocketkafka.ordering.push_consumer import PushConsumer
+    from rocketkafka.ordering.consumers.idempotent import IdempotentConsumer
+    from rocketkafka.ordering.consumers.push_consumer import PushConsumer
     from rocketkafka.testing.clock import install_from_env
 
     install_from_env()  # before any client starts: the clock-jump fault

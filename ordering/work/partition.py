@@ -2,13 +2,13 @@
 where to commit.
 
 Fetched records become :class:`Batch` es -- contiguous runs, or the records of one
-order key -- that the scheduler (:mod:`~rocketkafka.ordering.scheduler`) hands to a
+order key -- that the scheduler (:mod:`~rocketkafka.ordering.work.scheduler`) hands to a
 handler, front to back. A batch knows the next record to hand (``index``) and how
 many from its front are finished (``done``: handled, and settled where a handler
 returned a future). The commit point is the lowest unfinished offset of the
 partition, so it never passes a record still in a handler, not yet run, or not yet
 durable. Everything here runs on the poll thread: workers only read what they were
-handed and post what they did (:mod:`~rocketkafka.ordering.lanes`).
+handed and post what they did (:mod:`~rocketkafka.ordering.work.lanes`).
 
 **Leaving without re-delivery.** When the partition leaves gracefully every offset
 below the committed point must be handled and none at or above it. :meth:`PartitionWork.leave`
@@ -32,7 +32,7 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-from rocketkafka.ordering.step import ClaimContext
+from rocketkafka.ordering.work.step import ClaimContext
 from rocketkafka.topic_partition import TP
 
 class Chunker(Protocol):

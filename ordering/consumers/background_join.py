@@ -15,7 +15,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
-from rocketkafka.ordering.engine import OwnershipEngine
+from rocketkafka.ordering.engine.engine import OwnershipEngine
 
 #: The pause after the first failed join (s); it doubles after every failure up to :data:`MAX_RETRY_S`.
 FIRST_RETRY_S = 0.5

@@ -14,7 +14,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_INVALID, Consumer, TopicPartition
 
-from rocketkafka.ordering.step import ClaimContext
+from rocketkafka.ordering.work.step import ClaimContext
 from rocketkafka.topic_partition import TP
 
 #: How long a ``^regex`` subscription's topic list is reused before the broker is asked again (s).
@@ -79,7 +79,7 @@ class DropInClaim:
 class DropInStep:
     """The drop-in's step: the subscribed topics (``^regex`` expanded), start points, rebalance callbacks.
 
-    ``consumer`` is the drop-in :class:`~rocketkafka.ordering.drop_in_consumer.Consumer`: its
+    ``consumer`` is the drop-in :class:`~rocketkafka.ordering.consumers.drop_in_consumer.Consumer`: its
     ``auto_commit_offset`` is a partition's position, and ``_in_revoke`` counts the rebalance
     callbacks running (inside them, the application may unassign).
     """

@@ -1,10 +1,10 @@
 """The batch step of the push consumer and the delay forwarder: topics, where a new group starts,
 partition work.
 
-The mode is only the chunker (:mod:`~rocketkafka.ordering.partition`): concurrent
+The mode is only the chunker (:mod:`~rocketkafka.ordering.work.partition`): concurrent
 batches run on their own, an orderly partition runs one batch at a time, a key-ordered
 partition one batch per order key at a time. The batches run on a
-:class:`~rocketkafka.ordering.scheduler.Scheduler` with the step's handler.
+:class:`~rocketkafka.ordering.work.scheduler.Scheduler` with the step's handler.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from rocketkafka.admin import TopicAdmin
 from rocketkafka.message import ConsumeFromWhere
-from rocketkafka.ordering.lanes import BatchHandler
-from rocketkafka.ordering.options import ConsumerOptions
-from rocketkafka.ordering.partition import Batch, Chunker, PartitionWork
-from rocketkafka.ordering.scheduler import Scheduler
-from rocketkafka.ordering.step import ClaimContext
-from rocketkafka.ordering.transactions import PartitionTransactions
+from rocketkafka.ordering.work.lanes import BatchHandler
+from rocketkafka.ordering.engine.options import ConsumerOptions
+from rocketkafka.ordering.work.partition import Batch, Chunker, PartitionWork
+from rocketkafka.ordering.work.scheduler import Scheduler
+from rocketkafka.ordering.work.step import ClaimContext
+from rocketkafka.ordering.consumers.transactions import PartitionTransactions
 from rocketkafka.topic_partition import TP
 
 

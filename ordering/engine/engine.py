@@ -5,17 +5,17 @@ over the live members (Redis membership), take each partition's lock in the Redi
 table before fetching it, and commit the offsets the step says are done. Kafka's group
 coordinator assigns nothing: the engine ``assign()``s what it won. A partition leaving
 is drained, committed, then unlocked; a lock lost is revoked at once and never committed
-(:mod:`~rocketkafka.ordering.holdings` says why).
+(:mod:`~rocketkafka.ordering.engine.holdings` says why).
 
 Threads: the poll thread owns the Kafka client and the claims -- the engine's own
-(:mod:`~rocketkafka.ordering.poll_loop`) or the caller's (the drop-in consumer calls
-:meth:`maintain` and the client itself); the keeper (:mod:`~rocketkafka.ordering.keeper`)
+(:mod:`~rocketkafka.ordering.engine.poll_loop`) or the caller's (the drop-in consumer calls
+:meth:`maintain` and the client itself); the keeper (:mod:`~rocketkafka.ordering.engine.keeper`)
 does the Redis side. The push consumer, the drop-in consumer, the delay forwarder and
-the transaction checker all run on this engine with their own :class:`~rocketkafka.ordering.step.Step`.
+the transaction checker all run on this engine with their own :class:`~rocketkafka.ordering.work.step.Step`.
 
 Flow control bounds memory at any partition count and any handler speed
-(:mod:`~rocketkafka.ordering.flow_control`); a Kafka client that lost every broker is
-replaced (:mod:`~rocketkafka.ordering.clients` says when, and why librdkafka needs it).
+(:mod:`~rocketkafka.ordering.engine.flow_control`); a Kafka client that lost every broker is
+replaced (:mod:`~rocketkafka.ordering.engine.clients` says when, and why librdkafka needs it).
 """
 
 from __future__ import annotations
@@ -38,22 +38,22 @@ from rocketkafka.admin import TopicAdmin
 from rocketkafka.config import Settings
 from rocketkafka.errors import AuthorizationError, BrokerUnavailableError, StateError
 from rocketkafka.refusals import REFUSALS
-from rocketkafka.ordering import holdings
-from rocketkafka.ordering.access import check_start_access, commit_failed, fetch_error
-from rocketkafka.ordering.allocation import AllocationStrategy, Member, strategy_named
-from rocketkafka.ordering.clients import OwnClients
-from rocketkafka.ordering.commits import commit_offsets, due_offsets, forget
-from rocketkafka.ordering.flow_control import pause_and_resume, throttle
-from rocketkafka.ordering.keeper import Keeper
-from rocketkafka.ordering.lifecycle import Health, Lifecycle
+from rocketkafka.ordering.engine import holdings
+from rocketkafka.ordering.engine.access import check_start_access, commit_failed, fetch_error
+from rocketkafka.ordering.group.allocation import AllocationStrategy, Member, strategy_named
+from rocketkafka.ordering.engine.clients import OwnClients
+from rocketkafka.ordering.engine.commits import commit_offsets, due_offsets, forget
+from rocketkafka.ordering.engine.flow_control import pause_and_resume, throttle
+from rocketkafka.ordering.engine.keeper import Keeper
+from rocketkafka.ordering.engine.lifecycle import Health, Lifecycle
 from rocketkafka.ordering.locks import LockTable
-from rocketkafka.ordering.membership import Membership
-from rocketkafka.ordering.metrics import ConsumerMetrics, publish_states
-from rocketkafka.ordering.options import KAFKA_CONSUMER_DEFAULTS, OwnershipOptions
-from rocketkafka.ordering.owned import OwnedLock, PartitionState
-from rocketkafka.ordering.poll_loop import PollLoop, fetch_records, route
-from rocketkafka.ordering.resets import OffsetResets, leave_for_resets
-from rocketkafka.ordering.step import Step
+from rocketkafka.ordering.group.membership import Membership
+from rocketkafka.ordering.engine.metrics import ConsumerMetrics, publish_states
+from rocketkafka.ordering.engine.options import KAFKA_CONSUMER_DEFAULTS, OwnershipOptions
+from rocketkafka.ordering.engine.owned import OwnedLock, PartitionState
+from rocketkafka.ordering.engine.poll_loop import PollLoop, fetch_records, route
+from rocketkafka.ordering.engine.resets import OffsetResets, leave_for_resets
+from rocketkafka.ordering.work.step import Step
 from rocketkafka.topic_partition import TP
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """What a worker may do: run a shard's batches through the handler and post what happened to the mailbox.
 
-The poll thread alone writes batch state (:mod:`~rocketkafka.ordering.scheduler`). It
+The poll thread alone writes batch state (:mod:`~rocketkafka.ordering.work.scheduler`). It
 hands a shard to a worker as a :class:`Lane`: a feed of :class:`Run` s, one per batch,
 each a snapshot of what the handler may do (the records from ``start`` to ``stop``,
 already trimmed to a leaving partition's cut, and the in-place retry counts). The worker
@@ -10,9 +10,9 @@ writes a batch, a partition or a shard. The only things it writes are its own: a
 ``failure``. The poll thread keeps feeding a lane that is out, so an orderly partition
 or an order key fed without pause never waits for the poll thread between batches.
 
-A lane holds at most :data:`~rocketkafka.ordering.scheduler.FEED_AHEAD` batches at a time. When a
+A lane holds at most :data:`~rocketkafka.ordering.work.scheduler.FEED_AHEAD` batches at a time. When a
 partition leaves or is lost, the poll thread takes back the runs no worker has begun
-(:meth:`~rocketkafka.ordering.scheduler.Scheduler.recall`), so it waits only for the run in a handler.
+(:meth:`~rocketkafka.ordering.work.scheduler.Scheduler.recall`), so it waits only for the run in a handler.
 A lane ends (:class:`LaneEnded`) when its feed is empty, after a pause or a partial outcome,
 when the poll thread cancelled it (a failed settlement rewinds the shard), or after
 ``max_continuous_s`` so other shards get their turn.
@@ -28,7 +28,7 @@ from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from rocketkafka.ordering.partition import Batch
+    from rocketkafka.ordering.work.partition import Batch
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ class BatchHandler(Protocol):
 
     A handler may also have ``lane_ended() -> pause_ms | None``: the lane calls it on the same thread
     when it stops handing runs (what spans a lane's runs ends there:
-    :mod:`~rocketkafka.ordering.transactional_runs`); a pause holds the shard's next lane back. Such a
+    :mod:`~rocketkafka.ordering.consumers.transactional_runs`); a pause holds the shard's next lane back. Such a
     handler never runs on the poll thread.
     """
 

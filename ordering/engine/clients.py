@@ -25,7 +25,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 from rocketkafka.config import kafka_client
-from rocketkafka.ordering.owned import OwnedLock
+from rocketkafka.ordering.engine.owned import OwnedLock
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ returns a pause, which holds the shard back until the rewind. A run of a lane th
 commits nothing either.
 
 Records below the partition's *floor* are skipped, in every run: the offset a new producer read after
-fencing (:meth:`~rocketkafka.ordering.transactions.PartitionTransactions.begin`: what an earlier owner,
+fencing (:meth:`~rocketkafka.ordering.consumers.transactions.PartitionTransactions.begin`: what an earlier owner,
 or a commit that reported a failure but landed, wrote), then each commit's offset.
 """
 
@@ -39,8 +39,8 @@ from confluent_kafka import KafkaError, KafkaException
 
 from rocketkafka.errors import AuthorizationError
 from rocketkafka.exactly_once import writing_into
-from rocketkafka.ordering.lanes import Outcome, Run
-from rocketkafka.ordering.transactions import PartitionTransactions
+from rocketkafka.ordering.work.lanes import Outcome, Run
+from rocketkafka.ordering.consumers.transactions import PartitionTransactions
 from rocketkafka.refusals import REFUSALS, is_authorization, kafka_refusal
 from rocketkafka.topic_partition import TP
 

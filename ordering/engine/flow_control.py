@@ -15,7 +15,7 @@ from typing import Any
 
 from confluent_kafka import TopicPartition
 
-from rocketkafka.ordering.owned import OwnedLock
+from rocketkafka.ordering.engine.owned import OwnedLock
 from rocketkafka.topic_partition import TP
 
 

@@ -1,6 +1,6 @@
 """The seam between the ownership engine and what runs on owned partitions.
 
-The engine (:mod:`rocketkafka.ordering.engine`) owns partitions: membership,
+The engine (:mod:`rocketkafka.ordering.engine.engine`) owns partitions: membership,
 allocation, the lock table, fetching, flow control and commits. A :class:`Step` says
 what is done with them -- the push consumer's listener step, the delay forwarder's,
 the transaction checker's, the drop-in consumer's hand-over to the application.
@@ -83,7 +83,7 @@ class Step(Protocol):
 
     A step whose work runs on other threads may also have ``awaited_posts() -> threading.Event | None``: the
     event its workers' posts set while work is out (``None`` when none is). The poll loop then waits on that
-    event rather than on Kafka, so a post wakes it (:mod:`~rocketkafka.ordering.poll_loop`).
+    event rather than on Kafka, so a post wakes it (:mod:`~rocketkafka.ordering.engine.poll_loop`).
     """
 
     def provision(self, admin: Any) -> None:

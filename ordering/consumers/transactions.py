@@ -24,7 +24,7 @@ If anything fails inside a transaction, its producer is dropped (:meth:`Partitio
 The next one fences again and re-reads the committed offset: whatever happened to the
 failed commit, the new owner of the id reads the truth.
 
-:class:`~rocketkafka.ordering.transactional_runs.TransactionalHandler` writes a partition's runs in these
+:class:`~rocketkafka.ordering.consumers.transactional_runs.TransactionalHandler` writes a partition's runs in these
 transactions (one partition's runs at a time: the steps that use it are serial).
 """
 

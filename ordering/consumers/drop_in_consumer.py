@@ -45,13 +45,13 @@ from rocketkafka.errors import (AuthenticationError, AuthorizationError, ConfigE
 from rocketkafka.logs import SampledWarning, record_fields
 from rocketkafka.message_selector import MessageSelector
 from rocketkafka.names import check_group_name, check_topic_name
-from rocketkafka.ordering.background_join import BackgroundJoin
-from rocketkafka.ordering.commit_args import check_message_or_offsets, position_of, require_owned
-from rocketkafka.ordering.commits import commit_offsets
-from rocketkafka.ordering.drop_in_step import DropInStep, Native, RebalanceCallback
-from rocketkafka.ordering.engine import OwnershipEngine
-from rocketkafka.ordering.options import ConsumerOptions
-from rocketkafka.ordering.selecting import RecordFilter, record_filter
+from rocketkafka.ordering.consumers.background_join import BackgroundJoin
+from rocketkafka.ordering.consumers.commit_args import check_message_or_offsets, position_of, require_owned
+from rocketkafka.ordering.engine.commits import commit_offsets
+from rocketkafka.ordering.consumers.drop_in_step import DropInStep, Native, RebalanceCallback
+from rocketkafka.ordering.engine.engine import OwnershipEngine
+from rocketkafka.ordering.engine.options import ConsumerOptions
+from rocketkafka.ordering.consumers.selecting import RecordFilter, record_filter
 from rocketkafka.topic_partition import TP
 from rocketkafka.validation import validation_summary
 
@@ -74,7 +74,7 @@ class Consumer(_KafkaConsumer):
             ``auto.offset.reset``, ``enable.partition.eof``, ``on_commit`` and the rest mean what
             they mean there. ``rocketkafka.redis.urls`` names the lock table's Redis nodes
             (needed by ``subscribe`` only).
-        **kwargs: :class:`~rocketkafka.ordering.options.ConsumerOptions` fields (timings, allocation, ...);
+        **kwargs: :class:`~rocketkafka.ordering.engine.options.ConsumerOptions` fields (timings, allocation, ...);
             anything else goes to confluent-kafka as its keyword config (``logger=...``).
 
     >>> c = Consumer({"bootstrap.servers": "...", "group.id": "billing"})    # doctest: +SKIP

@@ -1,6 +1,6 @@
 """The engine's poll loop: maintain, fetch, hand records to their claims, tick the step.
 
-Apart from the engine (:mod:`~rocketkafka.ordering.engine`) because it is the part that
+Apart from the engine (:mod:`~rocketkafka.ordering.engine.engine`) because it is the part that
 knows threads: which one polls now, how a fresh one takes over from one stuck in a
 listener, how long a fetch may wait, and what a poll thread that died leaves behind. The
 engine is seen through :class:`Polled`, as importing it here would be an import cycle.
@@ -20,21 +20,21 @@ import threading
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Protocol
 
+from rocketkafka.ordering.engine.lifecycle import Lifecycle
+from rocketkafka.ordering.locks import LockTable
+from rocketkafka.ordering.group.membership import Membership
+from rocketkafka.ordering.engine.metrics import ConsumerMetrics
+from rocketkafka.ordering.engine.owned import OwnedLock
+from rocketkafka.ordering.work.step import Step
+from rocketkafka.topic_partition import TP
+
+log = logging.getLogger(__name__)
+
 #: How long an idle loop's fetch waits for a record, owning partitions or not (s): the keeper's news (a member
 #: joined or left) waits at most this long, and each pass costs ~0.2 ms of CPU (5 passes a second: 0.1% of a core).
 IDLE_WAIT_S = 0.2
 #: How long a fetch waits while a paused partition may drain without a post to say so (s).
 PAUSED_WAIT_S = 0.005
-
-from rocketkafka.ordering.lifecycle import Lifecycle
-from rocketkafka.ordering.locks import LockTable
-from rocketkafka.ordering.membership import Membership
-from rocketkafka.ordering.metrics import ConsumerMetrics
-from rocketkafka.ordering.owned import OwnedLock
-from rocketkafka.ordering.step import Step
-from rocketkafka.topic_partition import TP
-
-log = logging.getLogger(__name__)
 
 
 class Polled(Protocol):
@@ -170,7 +170,7 @@ def route(records: list[Any], by_tp: Mapping[TP, OwnedLock], ambiguous: set[int]
     A run is told by the partition number alone, unless two covered topics share that number
     (``ambiguous``: then the topic is compared too): one call per record less on the hot path.
     ``throttle`` gets each claim right after it took records; ``on_error`` each error event
-    (:func:`~rocketkafka.ordering.access.fetch_error`).
+    (:func:`~rocketkafka.ordering.engine.access.fetch_error`).
     """
     start, n = 0, len(records)
     while start < n:

@@ -7,7 +7,7 @@ where this one stopped, and a graceful change re-delivers nothing. Revoked (the 
 lost): the claim stops at once and nothing is committed, as the next owner may have moved
 on and our commit would rewind it.
 
-Apart from the engine (:mod:`~rocketkafka.ordering.engine`), which decides what to hold
+Apart from the engine (:mod:`~rocketkafka.ordering.engine.engine`), which decides what to hold
 and when; it is seen through :class:`Holder`, as importing it here would be an import cycle.
 """
 
@@ -24,10 +24,10 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from rocketkafka.errors import RedisAuthError
 from rocketkafka.ordering.locks import LockTable
-from rocketkafka.ordering.metrics import ConsumerMetrics
-from rocketkafka.ordering.owned import OwnedLock, shared_numbers
-from rocketkafka.ordering.resets import OffsetResets, commit_reset
-from rocketkafka.ordering.step import ClaimContext, Step
+from rocketkafka.ordering.engine.metrics import ConsumerMetrics
+from rocketkafka.ordering.engine.owned import OwnedLock, shared_numbers
+from rocketkafka.ordering.engine.resets import OffsetResets, commit_reset
+from rocketkafka.ordering.work.step import ClaimContext, Step
 from rocketkafka.refusals import REFUSALS
 from rocketkafka.topic_partition import TP
 

@@ -35,7 +35,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from rocketkafka.metrics_endpoint import MetricsEndpoint
-from rocketkafka.ordering.owned import PartitionState
+from rocketkafka.ordering.engine.owned import PartitionState
 from rocketkafka.topic_partition import TP
 
 _PARTITION_LABELS = ["group", "topic", "partition"]

@@ -22,10 +22,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rocketkafka.message import ConsumeFromWhere, MessageModel
-from rocketkafka.ordering.allocation import strategy_named
+from rocketkafka.ordering.group.allocation import strategy_named
 from rocketkafka.ordering.locks import LockSettings
-from rocketkafka.ordering.membership import MembershipSettings
-from rocketkafka.ordering.order_keys import validate_order_key
+from rocketkafka.ordering.group.membership import MembershipSettings
+from rocketkafka.ordering.work.order_keys import validate_order_key
 
 #: The consumer settings the engine starts every Kafka consumer with (the caller's config wins), beside
 #: ``fetch.wait.max.ms``, which depends on the broker (:attr:`rocketkafka.config.Settings.fetch_wait_ms`).
@@ -122,7 +122,7 @@ class ConsumerOptions(OwnershipOptions):
         retry_backoff: concurrent: a retry waits delay level 3 + reconsume times (RocketMQ's back-off;
             needs a running delay forwarder, whose absence the consumer reports); False: retry at once.
         order_key: orderly: what stays in order -- ``partition``, ``key`` (the message key) or a JSON path
-            into the body like ``$.order.id`` (see :mod:`rocketkafka.ordering.order_keys`).
+            into the body like ``$.order.id`` (see :mod:`rocketkafka.ordering.work.order_keys`).
         suspend_current_queue_time_ms: orderly: pause after a failure before the same message runs again.
         max_continuous_consume_ms: a worker yields a partition (or key) after this long, so others get turns.
         metrics: collect Prometheus series (``consumer.metrics``).

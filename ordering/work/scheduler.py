@@ -1,15 +1,15 @@
 """Which shard runs next, where and when; the poll thread's side of the work (parallel-consumer's work
 manager).
 
-The mode of a consumer is only how its records are sharded (:mod:`~rocketkafka.ordering.partition`'s
+The mode of a consumer is only how its records are sharded (:mod:`~rocketkafka.ordering.work.partition`'s
 chunkers): concurrent batches run on their own, an orderly partition is one shard, a
 key-ordered partition one shard per order key. A shard's batches run front to back on
-one :class:`~rocketkafka.ordering.lanes.Lane` at a time; different shards run in parallel
+one :class:`~rocketkafka.ordering.work.lanes.Lane` at a time; different shards run in parallel
 on ``threads`` workers.
 
 **One writer.** Workers and future callbacks only post to the mailbox, and a post wakes the poll
 loop (:attr:`Scheduler.posted`: while work is :attr:`~Scheduler.out` it waits on that, not on Kafka); the poll thread
-applies every message at its next :meth:`Scheduler.tick` (:mod:`~rocketkafka.ordering.settlement`)
+applies every message at its next :meth:`Scheduler.tick` (:mod:`~rocketkafka.ordering.work.settlement`)
 and alone writes batches, partitions and shards, decides what is dispatched, and so
 computes commit points and cuts without locks (Parallel Consumer's
 ``processWorkCompleteMailBox``). Suspended shards wait on a heap the poll thread looks
@@ -43,11 +43,11 @@ from concurrent.futures import ThreadPoolExecutor
 from queue import Empty, SimpleQueue
 from typing import Any
 
-from rocketkafka.ordering import settlement
-from rocketkafka.ordering.lanes import BatchHandler, Handled, Lane, LaneEnded, Run, Settled
-from rocketkafka.ordering.partition import Batch, PartitionWork
-from rocketkafka.ordering.settlement import Shard
-from rocketkafka.ordering.timers import DueTimers
+from rocketkafka.ordering.work import settlement
+from rocketkafka.ordering.work.lanes import BatchHandler, Handled, Lane, LaneEnded, Run, Settled
+from rocketkafka.ordering.work.partition import Batch, PartitionWork
+from rocketkafka.ordering.work.settlement import Shard
+from rocketkafka.ordering.work.timers import DueTimers
 
 log = logging.getLogger(__name__)
 

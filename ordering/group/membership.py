@@ -25,7 +25,7 @@ from rocketkafka.errors import (AuthenticationError, AuthorizationError, RedisAu
 from rocketkafka.logs import redact_url
 from rocketkafka.refusals import REFUSALS, redis_refusal
 from rocketkafka.names import RedisKeys
-from rocketkafka.ordering.allocation import Member
+from rocketkafka.ordering.group.allocation import Member
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from rocketkafka.ordering.allocation import Member
+from rocketkafka.ordering.group.allocation import Member
 from rocketkafka.ordering.locks import LockTable
-from rocketkafka.ordering.membership import Membership
+from rocketkafka.ordering.group.membership import Membership
 from rocketkafka.topic_partition import TP
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from rocketkafka.ordering.step import Claim
+from rocketkafka.ordering.work.step import Claim
 from rocketkafka.topic_partition import TP
 
 

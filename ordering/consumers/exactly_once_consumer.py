@@ -1,9 +1,9 @@
 """Exactly-once processing in a push consumer (``PushConsumer(exactly_once=True)``): consume -> produce, atomic.
 
 A partition's runs (up to ``consume_batch_size`` messages each) are written in Kafka transactions
-that span the runs a lane hands in a row, at most 100 ms (:mod:`~rocketkafka.ordering.transactional_runs`).
+that span the runs a lane hands in a row, at most 100 ms (:mod:`~rocketkafka.ordering.consumers.transactional_runs`).
 What the listener sends through
-:attr:`PushConsumer.producer <rocketkafka.ordering.push_consumer.PushConsumer.producer>`, the
+:attr:`PushConsumer.producer <rocketkafka.ordering.consumers.push_consumer.PushConsumer.producer>`, the
 retry copies and dead letters of its failures, and the offset after the runs commit together,
 or not at all. This is Kafka Streams' and Parallel Consumer's transactional mode, with
 RocketMQ's ordering kept.
@@ -28,10 +28,10 @@ from typing import Any
 from rocketkafka.errors import StateError
 from rocketkafka.exactly_once import transaction_producer
 from rocketkafka.message import Message
-from rocketkafka.ordering.lanes import Outcome, Run
-from rocketkafka.ordering.listening import ListenerHandler
-from rocketkafka.ordering.transactional_runs import RunFailed, TransactionalHandler
-from rocketkafka.ordering.transactions import PartitionTransactions
+from rocketkafka.ordering.work.lanes import Outcome, Run
+from rocketkafka.ordering.consumers.listening import ListenerHandler
+from rocketkafka.ordering.consumers.transactional_runs import RunFailed, TransactionalHandler
+from rocketkafka.ordering.consumers.transactions import PartitionTransactions
 from rocketkafka.queue_selectors import Selector
 from rocketkafka.record import produce_waiting
 from rocketkafka.sender import Sender

@@ -3,7 +3,7 @@
 An operator (``rocketkafka admin reset-offset``) writes the wanted offset of each
 partition into the group's reset hash on every Redis node (``RedisKeys.offset_reset``,
 field ``topic:partition``) and announces it on the membership channel. The member
-holding a partition's lock applies it (:class:`~rocketkafka.ordering.engine.OwnershipEngine`):
+holding a partition's lock applies it (:class:`~rocketkafka.ordering.engine.engine.OwnershipEngine`):
 it leaves the partition as on a rebalance -- what was handed out finishes, nothing new
 starts -- then, still under the lock, commits the requested offset instead of its own
 position, marks the request done and unlocks; its next rebalance takes the partition
@@ -27,9 +27,9 @@ from confluent_kafka import KafkaException
 from redis.typing import EncodableT, FieldT
 
 from rocketkafka.names import RedisKeys
-from rocketkafka.ordering.commits import commit_offsets, fenced
+from rocketkafka.ordering.engine.commits import commit_offsets, fenced
 from rocketkafka.ordering.locks import LockTable
-from rocketkafka.ordering.owned import OwnedLock
+from rocketkafka.ordering.engine.owned import OwnedLock
 from rocketkafka.topic_partition import TP
 
 log = logging.getLogger(__name__)

@@ -1,8 +1,8 @@
 """The push consumer: RocketMQ's ``DefaultMQPushConsumer`` on Kafka partitions.
 
-It is the ownership engine (:mod:`~rocketkafka.ordering.engine`: membership, allocation, the Redis lock table,
-fetching, flow control, commits) running the consume step (:mod:`~rocketkafka.ordering.batch_step`) with the
-listener handler (:mod:`~rocketkafka.ordering.listening`) on a worker pool (:mod:`~rocketkafka.ordering.scheduler`).
+It is the ownership engine (:mod:`~rocketkafka.ordering.engine.engine`: membership, allocation, the Redis lock table,
+fetching, flow control, commits) running the consume step (:mod:`~rocketkafka.ordering.consumers.batch_step`) with the
+listener handler (:mod:`~rocketkafka.ordering.consumers.listening`) on a worker pool (:mod:`~rocketkafka.ordering.work.scheduler`).
 The mode is how records are sharded:
 
 - concurrent (``orderly=False``): batches of a partition run in parallel; a failed
@@ -33,25 +33,25 @@ from rocketkafka.errors import ConfigError, StateError
 from rocketkafka.message import MessageModel
 from rocketkafka.message_selector import MessageSelector
 from rocketkafka.names import check_group_name, check_topic_name
-from rocketkafka.ordering.allocation import AllocationStrategy
+from rocketkafka.ordering.group.allocation import AllocationStrategy
 from rocketkafka.exactly_once import require_exactly_once
-from rocketkafka.ordering.batch_step import BatchStep, batch_step
-from rocketkafka.ordering.exactly_once_consumer import TransactionalSender, listener_in_transactions
-from rocketkafka.ordering.engine import OwnershipEngine
-from rocketkafka.ordering.lifecycle import EngineStatus, State
+from rocketkafka.ordering.consumers.batch_step import BatchStep, batch_step
+from rocketkafka.ordering.consumers.exactly_once_consumer import TransactionalSender, listener_in_transactions
+from rocketkafka.ordering.engine.engine import OwnershipEngine
+from rocketkafka.ordering.engine.lifecycle import EngineStatus, State
 from rocketkafka.topic_partition import TP
 from rocketkafka.validation import validation_summary
-from rocketkafka.ordering.failures import Drop, FailurePolicy, RetryInPlace, SendBack, WriteUntilDurable
-from rocketkafka.ordering.listening import BatchListener, Listener, ListenerHandler
-from rocketkafka.ordering.metrics import ConsumerMetrics
-from rocketkafka.ordering.options import ConsumerOptions
-from rocketkafka.ordering.order_keys import PARTITION, order_key_of
-from rocketkafka.ordering.lanes import BatchHandler
-from rocketkafka.ordering.partition import ByKey, Chunker, Serial, Unordered
-from rocketkafka.ordering.transactions import PartitionTransactions, transactional_id_prefix
-from rocketkafka.ordering.presence import DELAY_FORWARDER, Presence
-from rocketkafka.ordering.subscriptions import Subscription, Subscriptions
-from rocketkafka.ordering.tracing import ListenerTrace
+from rocketkafka.ordering.work.failures import Drop, FailurePolicy, RetryInPlace, SendBack, WriteUntilDurable
+from rocketkafka.ordering.consumers.listening import BatchListener, Listener, ListenerHandler
+from rocketkafka.ordering.engine.metrics import ConsumerMetrics
+from rocketkafka.ordering.engine.options import ConsumerOptions
+from rocketkafka.ordering.work.order_keys import PARTITION, order_key_of
+from rocketkafka.ordering.work.lanes import BatchHandler
+from rocketkafka.ordering.work.partition import ByKey, Chunker, Serial, Unordered
+from rocketkafka.ordering.consumers.transactions import PartitionTransactions, transactional_id_prefix
+from rocketkafka.ordering.group.presence import DELAY_FORWARDER, Presence
+from rocketkafka.ordering.consumers.subscriptions import Subscription, Subscriptions
+from rocketkafka.ordering.consumers.tracing import ListenerTrace
 from rocketkafka.retry import Reconsumer
 from rocketkafka.schedule.routing import retry_backoff
 from rocketkafka.sender import Sender
@@ -83,12 +83,12 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
         exactly_once: a partition's batches are written in Kafka transactions: what the listener sends through
             :attr:`producer`, its retry copies and dead letters, and the consumed offset commit together
             (clustering only; each partition then runs one batch at a time:
-            :mod:`~rocketkafka.ordering.exactly_once_consumer`). ``start()`` refuses it on a broker whose
+            :mod:`~rocketkafka.ordering.consumers.exactly_once_consumer`). ``start()`` refuses it on a broker whose
             read_committed readers see aborted records (Tansu).
 
     The listener returns ``None`` (or ``CONSUME_SUCCESS``) for success, and returns
     ``RECONSUME_LATER`` or raises to have the message consumed again later; see
-    :mod:`rocketkafka.ordering.listening` for every answer in every mode.
+    :mod:`rocketkafka.ordering.consumers.listening` for every answer in every mode.
 
     >>> c = PushConsumer("orders-app", {"bootstrap.servers": "..."}, redis_urls=[...])   # doctest: +SKIP
     >>> c.subscribe("orders", handle, expression="created || paid"); c.start()
@@ -226,7 +226,7 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
         messages of one partition, in offset order (RocketMQ's ``consumeMessageBatchMaxSize``).
 
         It returns ``None`` when all were handled, ``RECONSUME_LATER`` (or raises) when all
-        failed, or :class:`~rocketkafka.ordering.message_batch.BatchFailure` ``(i)`` when ``messages[i]``
+        failed, or :class:`~rocketkafka.ordering.consumers.message_batch.BatchFailure` ``(i)`` when ``messages[i]``
         failed and those before it were handled. Orderly modes keep their order within and
         across batches. ``expression`` / ``selector`` select messages as in :meth:`subscribe`.
         """
@@ -323,7 +323,7 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
                  o.message_model.value, ", orderly" if self.orderly else "")
 
     def _traced(self) -> None:
-        """Start the tracer and wrap every listener with :class:`~rocketkafka.ordering.tracing.ListenerTrace`."""
+        """Start the tracer and wrap every listener with :class:`~rocketkafka.ordering.consumers.tracing.ListenerTrace`."""
         self._tracer = Tracer(self.settings, self._name)
         wrap = ListenerTrace(self._tracer, self.group_id, self.options.instance_name)
         for sub in list(self._subscriptions.by_topic.values()):

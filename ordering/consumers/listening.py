@@ -1,13 +1,13 @@
 """The push consumer's handler: hands records to the subscribed listeners and acts on what they answer.
 
 Per batch it finds the subscription (a retry copy belongs to its original topic),
-skips records its selector leaves out (tag or SQL92, :mod:`~rocketkafka.ordering.selecting`;
+skips records its selector leaves out (tag or SQL92, :mod:`~rocketkafka.ordering.consumers.selecting`;
 their offsets still commit), wraps each record as a lazy :class:`~rocketkafka.message.MessageExt`
 and calls the listener -- one message per call, or a whole
-:class:`~rocketkafka.ordering.message_batch.MessageBatch` for a batch listener. Before each
+:class:`~rocketkafka.ordering.consumers.message_batch.MessageBatch` for a batch listener. Before each
 record it checks that the partition's lock is still valid, so a process that stalled past
 its lock stops at once. A failed message goes where the consumer's failure policy
-(:mod:`~rocketkafka.ordering.failures`) sends it.
+(:mod:`~rocketkafka.ordering.work.failures`) sends it.
 
 What a listener answers (returning ``None`` means success, raising means failure):
 
@@ -49,12 +49,12 @@ from rocketkafka.errors import MalformedRecordError
 from rocketkafka.headers import unreadable_header
 from rocketkafka.logs import message_fields
 from rocketkafka.message import ConsumeOrderlyStatus, ConsumeStatus, MessageExt, Suspend
-from rocketkafka.ordering.failures import FailurePolicy, malformed
-from rocketkafka.ordering.futures import all_of, is_future
-from rocketkafka.ordering.lanes import LOCK_RECHECK_MS, Outcome, Run
-from rocketkafka.ordering.message_batch import BatchFailure, MessageBatch
-from rocketkafka.ordering.selecting import RecordFilter, record_filter
-from rocketkafka.ordering.subscriptions import Subscription, Subscriptions
+from rocketkafka.ordering.work.failures import FailurePolicy, malformed
+from rocketkafka.ordering.consumers.futures import all_of, is_future
+from rocketkafka.ordering.work.lanes import LOCK_RECHECK_MS, Outcome, Run
+from rocketkafka.ordering.consumers.message_batch import BatchFailure, MessageBatch
+from rocketkafka.ordering.consumers.selecting import RecordFilter, record_filter
+from rocketkafka.ordering.consumers.subscriptions import Subscription, Subscriptions
 
 log = logging.getLogger(__name__)
 

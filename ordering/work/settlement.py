@@ -1,7 +1,7 @@
 """Applying the mailbox (poll thread): outcomes, settlements in order, rewinds, pauses.
 
 Every write to a batch, a partition's in-place retry counts and a shard happens here or
-in the scheduler, on the poll thread (:mod:`~rocketkafka.ordering.scheduler`). A handed
+in the scheduler, on the poll thread (:mod:`~rocketkafka.ordering.work.scheduler`). A handed
 record is finished (``Batch.done``) once it is through the handler and, where a handler
 returned a future, that future and every earlier one of its shard resolved. A failed
 future rewinds the shard: everything unsettled is handed again from the first unsettled
@@ -20,8 +20,8 @@ from queue import Empty
 from typing import Any
 
 from rocketkafka.errors import AuthorizationError
-from rocketkafka.ordering.lanes import Handled, Lane, Post, Settled
-from rocketkafka.ordering.partition import Batch, PartitionWork
+from rocketkafka.ordering.work.lanes import Handled, Lane, Post, Settled
+from rocketkafka.ordering.work.partition import Batch, PartitionWork
 from rocketkafka.refusals import REFUSALS
 
 log = logging.getLogger(__name__)

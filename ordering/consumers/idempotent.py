@@ -57,7 +57,7 @@ from rocketkafka.message import ConsumeOrderlyStatus, ConsumeStatus, MessageExt,
 from rocketkafka.ordering.locks import quorum
 
 if TYPE_CHECKING:
-    from rocketkafka.ordering.push_consumer import PushConsumer
+    from rocketkafka.ordering.consumers.push_consumer import PushConsumer
 
 __all__ = ["IdempotentConsumer", "MarkState", "decide"]
 
