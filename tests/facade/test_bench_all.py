@@ -35,7 +35,7 @@ def test_bench_all_writes_figures_with_raw_ratios(rk_settings, monkeypatch, tmp_
     assert consumer["ratio"] > 0 and consumer["target"]["threshold"] == 0.9  # against raw + call, equal fetch settings
     assert consumer["baseline_name"] == "raw + call, engine's fetch" and "x raw at librdkafka's defaults" in consumer["detail"]
     equal = [r for (b, f), r in rows.items() if b == "consume" and f.startswith("raw + call, the engine's fetch")]
-    assert len(equal) == 1 and "fetch.queue.backoff.ms=10" in equal[0]["figure"] and equal[0]["ratio"] > 0
+    assert len(equal) == 1 and "fetch.queue.backoff.ms=10" in equal[0]["detail"] and equal[0]["ratio"] > 0
     polled = rows[("consume", "drop-in Consumer.poll()")]
     assert polled["baseline_name"] == "raw-poll" and polled["ratio"] > 0
     latency = rows[("latency", "PushConsumer orderly, defaults: p99")]  # judged against the raw reader beside it
