@@ -165,6 +165,12 @@ class Settings(BaseSettings):
         """``-1`` (Kafka's "the broker's default") and an empty variable mean None."""
         return None if value in (-1, "-1", "") else value
 
+    @field_validator("fetch_wait_ms", mode="before")
+    @classmethod
+    def _empty_is_default(cls, value: Any) -> Any:
+        """An empty ``ROCKETKAFKA_FETCH_WAIT_MS`` means the default."""
+        return None if value == "" else value
+
     @field_validator("internal_replication_factor", "internal_min_insync_replicas")
     @classmethod
     def _check_count(cls, value: int | None) -> int | None:

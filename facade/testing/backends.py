@@ -59,7 +59,7 @@ class Backend(ABC):
         """Client settings pointing at this backend (with :meth:`client_config`'s security settings and the
         fetch wait its broker wants, :meth:`fetch_wait_ms`)."""
         overrides.setdefault("kafka", self.client_config())
-        if FETCH_WAIT_ENV not in os.environ:  # the variable wins over the probe
+        if not os.environ.get(FETCH_WAIT_ENV):  # the variable wins over the probe
             overrides.setdefault("fetch_wait_ms", self.fetch_wait_ms())
         return Settings(bootstrap_servers=self.bootstrap_servers, redis_urls=self.redis_urls, **overrides)
 
@@ -220,7 +220,7 @@ class EmbeddedBackend(Backend):
                       **overrides: Any) -> Settings:
         self.require(Capability.SECURE)
         redis_urls = self.stack.user_redis_urls(redis_user or user, password if redis_password is None else redis_password)
-        if FETCH_WAIT_ENV not in os.environ:
+        if not os.environ.get(FETCH_WAIT_ENV):
             overrides.setdefault("fetch_wait_ms", self.fetch_wait_ms())
         return Settings(bootstrap_servers=self.bootstrap_servers, redis_urls=redis_urls,
                         kafka=self.stack.user_config(user, password), **overrides)

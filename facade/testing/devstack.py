@@ -348,7 +348,7 @@ class DevStack:
         """Client settings for this stack (the super user's on a secured stack), with the fetch wait its broker
         wants (probed once: :func:`~rocketkafka.testing.broker_probes.probe_fetch_wait`; ``ROCKETKAFKA_FETCH_WAIT_MS``
         wins)."""
-        if FETCH_WAIT_ENV not in os.environ:  # the variable wins over the probe
+        if not os.environ.get(FETCH_WAIT_ENV):  # the variable wins over the probe
             if self._fetch_wait_ms is None:
                 self._fetch_wait_ms = probe_fetch_wait(Settings(bootstrap_servers=self.bootstrap_servers,
                                                                 redis_urls=self.redis_urls, kafka=self.client_config()))

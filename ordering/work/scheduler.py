@@ -117,7 +117,7 @@ class Scheduler:
     @property
     def out(self) -> bool:
         """Whether lanes or futures are out: a post is to come."""
-        return bool(self._lanes_out or self._awaited)
+        return self._lanes_out > 0 or self._awaited > 0
 
     def submit(self, batch: Batch) -> None:
         """A new batch; concurrent batches (shard ``None``) start at once, others queue behind their shard."""
@@ -307,6 +307,7 @@ class Scheduler:
             return
         self._stalled.add(run)
         self._slow_until = time.monotonic() + SLOW_MEMORY_S
+        self.posted.set()  # the new poll thread looks at Kafka at once rather than waiting for the stuck lane's post
         log.warning("a listener ran over %d ms on the poll thread; another thread takes over polling and "
                     "the listener runs on the workers for %g s", INLINE_STALL_S * 1000, SLOW_MEMORY_S)
         self._on_stall()

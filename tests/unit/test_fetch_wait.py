@@ -45,3 +45,8 @@ def test_the_engine_and_the_bench_floors_fetch_with_it_and_the_callers_config_wi
     assert engine_fetch(settings)["fetch.wait.max.ms"] == 10
     mine = OwnershipEngine("g", settings, OwnershipOptions(), NoStep(), kafka_config={"fetch.wait.max.ms": 7})  # type: ignore[arg-type]
     assert mine._kafka_config["fetch.wait.max.ms"] == 7
+
+
+def test_an_empty_variable_means_the_default(monkeypatch):
+    monkeypatch.setenv("ROCKETKAFKA_FETCH_WAIT_MS", "")
+    assert Settings.load({"bootstrap.servers": BROKER}).engine_fetch_wait_ms == DEFAULT_FETCH_WAIT_MS
