@@ -27,7 +27,7 @@ from typing import Any
 
 from rocketkafka.config import Settings
 from rocketkafka.errors import ConfigError
-from rocketkafka.testing.broker_probes import FETCH_WAIT_ENV, probe, probe_fetch_wait
+from rocketkafka.testing.broker_probes import add_fetch_wait, probe, probe_fetch_wait
 from rocketkafka.testing.capabilities import BROKER_FEATURES, Capability, MissingCapability
 from rocketkafka.testing.devstack import DevStack
 
@@ -59,8 +59,7 @@ class Backend(ABC):
         """Client settings pointing at this backend (with :meth:`client_config`'s security settings and the
         fetch wait its broker wants, :meth:`fetch_wait_ms`)."""
         overrides.setdefault("kafka", self.client_config())
-        if not os.environ.get(FETCH_WAIT_ENV):  # the variable wins over the probe
-            overrides.setdefault("fetch_wait_ms", self.fetch_wait_ms())
+        add_fetch_wait(overrides, self.fetch_wait_ms)
         return Settings(bootstrap_servers=self.bootstrap_servers, redis_urls=self.redis_urls, **overrides)
 
     def fetch_wait_ms(self) -> int:
@@ -220,8 +219,7 @@ class EmbeddedBackend(Backend):
                       **overrides: Any) -> Settings:
         self.require(Capability.SECURE)
         redis_urls = self.stack.user_redis_urls(redis_user or user, password if redis_password is None else redis_password)
-        if not os.environ.get(FETCH_WAIT_ENV):
-            overrides.setdefault("fetch_wait_ms", self.fetch_wait_ms())
+        add_fetch_wait(overrides, self.fetch_wait_ms)
         return Settings(bootstrap_servers=self.bootstrap_servers, redis_urls=redis_urls,
                         kafka=self.stack.user_config(user, password), **overrides)
 

@@ -10,10 +10,12 @@ and a backend probes it once; the answer is ``None`` (the broker has it) or why 
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -165,6 +167,13 @@ def answers_fetch_early(settings: Settings) -> bool:
             consumer.close()
             del producer
     return sorted(delivered)[len(delivered) // 2] < FETCH_PROBE_EARLY_S
+
+
+def add_fetch_wait(overrides: dict[str, Any], probed: Callable[[], int]) -> None:
+    """Put the probed fetch wait (``probed()``, asked only then) into a backend's or stack's settings ``overrides``,
+    unless the caller named one or ``ROCKETKAFKA_FETCH_WAIT_MS`` is set (the variable wins over the probe)."""
+    if "fetch_wait_ms" not in overrides and not os.environ.get(FETCH_WAIT_ENV):
+        overrides["fetch_wait_ms"] = probed()
 
 
 def probe_fetch_wait(settings: Settings) -> int:

@@ -38,7 +38,7 @@ from rocketkafka.config import Settings
 from rocketkafka.errors import StackError
 from rocketkafka.extras import require
 from rocketkafka.redaction import redact_url
-from rocketkafka.testing.broker_probes import FETCH_WAIT_ENV, probe_fetch_wait
+from rocketkafka.testing.broker_probes import add_fetch_wait, probe_fetch_wait
 from rocketkafka.testing.secure import SecureMaterial, tls_redis_binary
 
 log = logging.getLogger(__name__)
@@ -348,13 +348,15 @@ class DevStack:
         """Client settings for this stack (the super user's on a secured stack), with the fetch wait its broker
         wants (probed once: :func:`~rocketkafka.testing.broker_probes.probe_fetch_wait`; ``ROCKETKAFKA_FETCH_WAIT_MS``
         wins)."""
-        if not os.environ.get(FETCH_WAIT_ENV):  # the variable wins over the probe
-            if self._fetch_wait_ms is None:
-                self._fetch_wait_ms = probe_fetch_wait(Settings(bootstrap_servers=self.bootstrap_servers,
-                                                                redis_urls=self.redis_urls, kafka=self.client_config()))
-            overrides.setdefault("fetch_wait_ms", self._fetch_wait_ms)
+        add_fetch_wait(overrides, self._probed_fetch_wait)
         return Settings(bootstrap_servers=self.bootstrap_servers, redis_urls=self.redis_urls,
                         kafka=self.client_config(), **overrides)
+
+    def _probed_fetch_wait(self) -> int:
+        if self._fetch_wait_ms is None:
+            self._fetch_wait_ms = probe_fetch_wait(Settings(bootstrap_servers=self.bootstrap_servers,
+                                                            redis_urls=self.redis_urls, kafka=self.client_config()))
+        return self._fetch_wait_ms
 
     def describe(self) -> dict:
         """Addresses and pids, as recorded by ``dev up`` (no secret: a secured stack's Redis URLs without their
