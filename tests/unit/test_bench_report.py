@@ -294,6 +294,33 @@ def test_idle_rows_hold_issue_34s_goals_against_raw_floors():
     assert met.met is True and "MISS" not in table_lines([met])[-1]
 
 
+def test_scale_rows_hold_issue_34s_scale_goals():
+    from rocketkafka.tools.bench.scale import scale_rows
+
+    def members(cpu, take, split, spread, counted):
+        return {"cpu_pct": cpu, "take_s": take, "split_s": split, "spread_s": spread, "sent_s": 0.25, "counted": counted,
+                "window_s": 10.0, "owned": 2048}
+
+    results = {"members": [members(2.0, 0.8, 1.2, 0.4, 500.0), members(3.0, 0.9, 0.6, 0.7, 700.0),
+                           members(4.0, 1.5, 0.5, 0.3, 600.0)],
+               "raw-pair": [{"cpu_pct": c, "counted": 6.0, "window_s": 10.0, "owned": 2048} for c in (1.0, 1.0, 2.0)]}
+    rows = {r.figure: r for r in scale_rows(results, 2048, 10.0, 3)}
+    take = rows["take all 2,048 partitions: one orderly member"]
+    assert (take.value, take.spread, take.unit, take.met) == (0.9, (0.8, 1.5), "s", True)
+    assert rows["split 2,048 partitions on a join"].value == 0.6 and rows["split 2,048 partitions on a join"].met
+    spread = rows["one record to each of 2,048 partitions: from the first send until every one is handled"]
+    assert spread.value == 0.4 and spread.target is None and "flush took 0.25 s of it" in spread.detail
+    after = rows["one record to each of 2,048 partitions: handled after the last was acknowledged"]
+    assert after.value == pytest.approx(0.15) and after.spread == pytest.approx((0.05, 0.45))  # minus the 0.25 s sends
+    assert after.target.threshold == 0.5 and after.met is True
+    idle = rows["two orderly members idle, 2,048 partitions"]
+    # per round 2/1, 3/1, 4/2: the median ratio is 2.0 against a goal of 1.5x the raw pair: missed
+    assert idle.value == 3.0 and idle.ratio == pytest.approx(2.0) and idle.met is False
+    assert idle.baseline_name == "raw pair" and rows["raw pair idle, 2,048 partitions"].value == 1.0
+    commands = rows["Redis commands, two idle members, 2,048 partitions"]
+    assert commands.value == pytest.approx(60.0) and commands.target is None and "0.6/s" in commands.detail
+
+
 def test_idle_cpu_is_read_from_the_process_cpu_clock():
     import os
     import time

@@ -236,6 +236,29 @@ def idle(seconds: float, rounds: int, settle: float) -> None:
                    f"idle CPU: {seconds:g} s windows, {rounds} rounds", _say)
 
 
+@bench.command()
+@click.option("--partitions", default="64,2048", show_default=True,
+              help="comma-separated partition counts, one topic each")
+@click.option("--seconds", default=10.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="idle window per contender and round")
+@click.option("--rounds", default=1, show_default=True, type=click.IntRange(1), help="interleaved rounds")
+@click.option("--settle", default=2.0, show_default=True, type=click.FloatRange(min=0),
+              help="seconds between the last phase and the idle window")
+def scale(partitions: str, seconds: float, rounds: int, settle: float) -> None:
+    """Two orderly members sharing many partitions: take, split, one record each, idle CPU, Redis commands."""
+    from rocketkafka.tools.bench.scale import bench_scale
+
+    try:
+        counts = [int(p) for p in partitions.split(",") if p.strip()]
+    except ValueError:
+        raise click.BadParameter(f"not a comma-separated list of counts: {partitions!r}", param_hint="--partitions")
+    if not counts or any(c < 2 for c in counts):
+        raise click.BadParameter("every count must be at least 2 (two members share them)", param_hint="--partitions")
+    with bench_settings() as settings:
+        print_rows(bench_scale(settings, counts, seconds, rounds, settle, _say),
+                   f"scale: two orderly members, {rounds} round(s)", _say)
+
+
 class _LazySparkBench(click.Command):
     """``bench spark`` lives in the spark package; importing pyspark only when it runs keeps other benches light."""
 

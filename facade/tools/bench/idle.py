@@ -36,6 +36,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -111,23 +112,27 @@ def cpu_share(cpu_s: float, wall_s: float) -> float:
 
 # -- the measuring side ------------------------------------------------------------------------
 def measure(settings: Settings, spec: dict[str, Any], settle: float, seconds: float,
-            start_timeout: float = START_TIMEOUT_S) -> dict[str, Any]:
-    """Run ``spec``'s client in a child; once it owns its partitions and ``settle`` s passed, its CPU share over
-    ``seconds``. The spec (no secret) is the command line; the settings go through the environment."""
+            start_timeout: float = START_TIMEOUT_S, module: str = __name__,
+            counter: Callable[[], float] | None = None) -> dict[str, Any]:
+    """Run ``spec``'s client in a child (``python -m module spec``); once it owns its partitions and ``settle`` s
+    passed, its CPU share over ``seconds``, and how far ``counter()`` moved meanwhile (``counted``). The spec (no
+    secret) is the command line; the settings go through the environment."""
     with tempfile.TemporaryFile() as errors:
-        child = subprocess.Popen([sys.executable, "-m", "rocketkafka.tools.bench.idle", json.dumps(spec)],
+        child = subprocess.Popen([sys.executable, "-m", module, json.dumps(spec)],
                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors,
                                  env=settings.child_environment())
         try:
             ready = _await_ready(child, errors, spec["mode"], start_timeout)
             time.sleep(settle)
+            count0 = counter() if counter is not None else 0.0
             cpu0, t0 = cpu_seconds(child.pid), time.monotonic()
             time.sleep(seconds)
             _check_running(child, errors, spec["mode"])
             cpu1, t1 = cpu_seconds(child.pid), time.monotonic()
+            counted = counter() - count0 if counter is not None else 0.0
         finally:
             _stop(child)
-    return {**ready, "cpu_pct": cpu_share(cpu1 - cpu0, t1 - t0)}
+    return {**ready, "cpu_pct": cpu_share(cpu1 - cpu0, t1 - t0), "counted": counted, "window_s": t1 - t0}
 
 
 def cpu_seconds(pid: int) -> float:
