@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaException, TopicPartition
 
 from rocketkafka.admin import TopicAdmin
 from rocketkafka.message import ConsumeFromWhere
@@ -91,15 +91,25 @@ class BatchStep:
     def initial_offset(self, tp: TP, kafka: Any) -> int:
         """RocketMQ's ``ConsumeFromWhere`` for a partition the group never committed (the retry topic:
         its start)."""
-        if tp[0] == self.retry_topic or self._start_from is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
-            return OFFSET_BEGINNING
-        if self._start_from is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
-            assert self._start_ms is not None  # the options refuse CONSUME_FROM_TIMESTAMP without a time
-            found = kafka.offsets_for_times([TopicPartition(*tp, self._start_ms)], timeout=10)
-            return found[0].offset if found[0].offset >= 0 else OFFSET_BEGINNING
-        # the end: asked once as the high watermark (a number that is right on every broker after a
-        # fetch; ListOffsets "latest", which OFFSET_END follows, is not on all of them)
-        return kafka.get_watermark_offsets(TopicPartition(*tp), timeout=10, cached=False)[1]
+        return self.initial_offsets([tp], kafka)[tp]
+
+    def initial_offsets(self, tps: Sequence[TP], kafka: Any) -> dict[TP, int]:
+        """:meth:`initial_offset` of many partitions, in one ListOffsets request at most."""
+        starts = {tp: OFFSET_BEGINNING for tp in tps
+                  if tp[0] == self.retry_topic or self._start_from is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET}
+        asked = [tp for tp in tps if tp not in starts]
+        if not asked:
+            return starts
+        # a time, else the end: the log end offset as ListOffsets "latest" names it (what the high watermark of
+        # get_watermark_offsets(cached=False) is too: the same request, one round trip a partition)
+        at = self._start_ms if self._start_from is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP else OFFSET_END
+        assert at is not None  # the options refuse CONSUME_FROM_TIMESTAMP without a time
+        found = kafka.offsets_for_times([TopicPartition(*tp, at) for tp in asked], timeout=10)
+        failed = [tp.error for tp in found if tp.error is not None]
+        if failed:
+            raise KafkaException(failed[0])
+        return {**starts, **{(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+                             for tp in found}}
 
     def fence(self, locks: Sequence[TP]) -> None:
         if self.transactions is not None:

@@ -1,4 +1,5 @@
-"""The drop-in consumer's ``commit`` and ``store_offsets`` arguments, checked as confluent-kafka checks them.
+"""The drop-in consumer's ``subscribe``, ``commit`` and ``store_offsets`` arguments, checked as confluent-kafka
+checks them.
 
 An application that moves from confluent-kafka's ``Consumer`` to ours must meet the same
 errors, with the same types and words, before anything of ours reads the arguments. The
@@ -13,13 +14,14 @@ names it (:func:`require_owned`): commits stay with the lock holder.
 
 from __future__ import annotations
 
-from typing import Any
-
+import re
 from collections.abc import Sequence
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from rocketkafka.message import MessageExt
+from rocketkafka.names import check_topic_name
 from rocketkafka.topic_partition import TP
 
 #: What to pass instead, said by every refusal of a ``message=`` argument.
@@ -90,3 +92,28 @@ def _shown(value: Any) -> str:
     kind = type(value)
     name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
     return f"{name} {text}"
+
+
+def check_subscription(topics: Any, **callbacks: Any) -> None:
+    """``subscribe``'s topics (a list of names; ``^regex`` ones must compile) and rebalance callbacks.
+
+    Raises:
+        TypeError: not a list of names, or a callback not callable.
+        KafkaException: a bad ``^regex`` (``_INVALID_ARG``), as confluent-kafka.
+        InvalidTopicNameError: a literal name breaks a Kafka topic name rule.
+    """
+    if isinstance(topics, str) or not isinstance(topics, (list, tuple)) \
+            or not all(isinstance(t, str) and t for t in topics):
+        raise TypeError("topics must be a list of topic names, as in confluent-kafka")
+    for name, callback in callbacks.items():
+        if callback is not None and not callable(callback):
+            raise TypeError(f"{name} must be callable")
+    for topic in topics:
+        if topic.startswith("^"):
+            try:
+                re.compile(topic)
+            except re.error as exc:
+                raise KafkaException(KafkaError(KafkaError._INVALID_ARG,
+                                                f"bad topic pattern {topic!r}: {exc}")) from exc
+        else:
+            check_topic_name(topic)

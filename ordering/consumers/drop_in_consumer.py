@@ -30,7 +30,6 @@ in the Redis membership. docs/guides/from-confluent-kafka.md ("What differs") li
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -44,9 +43,10 @@ from rocketkafka.errors import (AuthenticationError, AuthorizationError, ConfigE
                                 MalformedRecordError, RedisAuthError, TopicNotFoundError)
 from rocketkafka.logs import SampledWarning, record_fields
 from rocketkafka.message_selector import MessageSelector
-from rocketkafka.names import check_group_name, check_topic_name
+from rocketkafka.names import check_group_name
 from rocketkafka.ordering.consumers.background_join import BackgroundJoin
-from rocketkafka.ordering.consumers.commit_args import check_message_or_offsets, position_of, require_owned
+from rocketkafka.ordering.consumers.commit_args import (check_message_or_offsets, check_subscription, position_of,
+                                                        require_owned)
 from rocketkafka.ordering.engine.commits import commit_offsets
 from rocketkafka.ordering.consumers.drop_in_step import DropInStep, Native, RebalanceCallback
 from rocketkafka.ordering.engine.engine import OwnershipEngine
@@ -153,21 +153,7 @@ class Consumer(_KafkaConsumer):
             RuntimeError: the consumer is closed.
         """
         self._check_open()
-        if isinstance(topics, str) or not isinstance(topics, (list, tuple)) \
-                or not all(isinstance(t, str) and t for t in topics):
-            raise TypeError("topics must be a list of topic names, as in confluent-kafka")
-        for name, callback in (("on_assign", on_assign), ("on_revoke", on_revoke), ("on_lost", on_lost)):
-            if callback is not None and not callable(callback):
-                raise TypeError(f"{name} must be callable")
-        for topic in topics:
-            if topic.startswith("^"):
-                try:
-                    re.compile(topic)
-                except re.error as exc:
-                    raise KafkaException(KafkaError(KafkaError._INVALID_ARG,
-                                                    f"bad topic pattern {topic!r}: {exc}")) from exc
-            else:
-                check_topic_name(topic)
+        check_subscription(topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
         selects = record_filter(MessageSelector.by_tag(tags), self._unmatchable_tag)
         if self._engine is not None or self._join is not None:
             self.unsubscribe()  # as confluent-kafka: a new subscription replaces the old one
@@ -240,18 +226,13 @@ class Consumer(_KafkaConsumer):
             if self._auto_commit and time.monotonic() >= self._next_auto_commit:
                 self._commit_assigned()
             return msg
-        if engine is not None:
-            # The first slice inline: per record, a joined poll costs two cheap checks over the client's
-            # own poll (the drop-in's poll() row of `rocketkafka bench consume`).
+        if engine is not None:  # the first slice inline: two cheap checks over the client's poll (bench consume)
             engine.lifecycle.check("this call")
             engine.maintain()
-            started = time.monotonic()
-            wait = WAIT_SLICE_S if timeout is None or timeout < 0 or timeout > WAIT_SLICE_S else timeout
-            msg, selects = _KafkaConsumer.poll(self, wait), self._selects
-            if msg is not None and (selects is None or msg.error() is not None or selects(msg)):
+            started, within = time.monotonic(), timeout is not None and 0 <= timeout <= WAIT_SLICE_S
+            msg = self._read_one(timeout if within else WAIT_SLICE_S)  # type: ignore[arg-type]
+            if msg is not None or within:
                 return msg
-            if timeout is not None and 0 <= timeout <= WAIT_SLICE_S:
-                return None
             timeout = None if timeout is None or timeout < 0 else max(0.0, started + timeout - time.monotonic())
         return self._in_slices(engine, timeout, self._read_one, None)
 

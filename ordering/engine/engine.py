@@ -13,16 +13,13 @@ Threads: the poll thread owns the Kafka client and the claims -- the engine's ow
 does the Redis side. The push consumer, the drop-in consumer, the delay forwarder and
 the transaction checker all run on this engine with their own :class:`~rocketkafka.ordering.work.step.Step`.
 
-Flow control bounds memory at any partition count and any handler speed
-(:mod:`~rocketkafka.ordering.engine.flow_control`); a Kafka client that lost every broker is
-replaced (:mod:`~rocketkafka.ordering.engine.clients` says when, and why librdkafka needs it).
+Flow control bounds memory (:mod:`~rocketkafka.ordering.engine.flow_control`); a Kafka client that lost
+every broker is replaced (:mod:`~rocketkafka.ordering.engine.clients` says when, and why librdkafka needs it).
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import sys
 import threading
 import time
@@ -43,11 +40,11 @@ from rocketkafka.ordering.engine.access import check_start_access, commit_failed
 from rocketkafka.ordering.group.allocation import AllocationStrategy, Member, strategy_named
 from rocketkafka.ordering.engine.clients import OwnClients
 from rocketkafka.ordering.engine.commits import commit_offsets, due_offsets, forget
-from rocketkafka.ordering.engine.flow_control import pause_and_resume, throttle
+from rocketkafka.ordering.engine.flow_control import FlowGauge, pause_and_resume, throttle
 from rocketkafka.ordering.engine.keeper import Keeper
 from rocketkafka.ordering.engine.lifecycle import Health, Lifecycle
 from rocketkafka.ordering.locks import LockTable
-from rocketkafka.ordering.group.membership import Membership
+from rocketkafka.ordering.group.membership import Membership, member_info
 from rocketkafka.ordering.engine.metrics import ConsumerMetrics, publish_states
 from rocketkafka.ordering.engine.options import KAFKA_CONSUMER_DEFAULTS, OwnershipOptions
 from rocketkafka.ordering.engine.owned import OwnedLock, PartitionState
@@ -79,12 +76,10 @@ class OwnershipEngine:
         strategy: an allocation strategy object instead of ``options.allocation``.
         metrics: the consumer's Prometheus series, refreshed every commit interval (``None``: off).
         name: how logs and errors name the owner (``"consumer X of group G"``).
-        kafka: a confluent-kafka consumer the caller made and keeps (the drop-in consumer is one): the
-            engine uses it instead of making its own, never closes it, and the caller routes its commit
-            results to :meth:`on_commit`.
-        membership_group: the name members register and find each other under in Redis (default
-            ``group``); a service whose topics depend on a prefix keys it by that prefix too, so
-            deployments with different prefixes never split each other's partitions.
+        kafka: a confluent-kafka consumer the caller made and keeps (the drop-in's): used instead of one of
+            the engine's own, never closed; the caller routes its commit results to :meth:`on_commit`.
+        membership_group: the name members find each other under in Redis (default ``group``); keyed by a
+            service's topic prefix too, deployments with different prefixes never split each other's partitions.
     """
 
     def __init__(self, group: str, settings: Settings, options: OwnershipOptions, step: Step, *,
@@ -112,6 +107,7 @@ class OwnershipEngine:
         self._rebalance_now = threading.Event()
         self._lost: deque[set[TP]] = deque()  # from the keeper
         self._due = {"rebalance": 0.0, "acquire": 0.0, "commit": 0.0}
+        self._flow = FlowGauge()  # flow control's view of all claims (when a pass over them is due)
         self._next_look = 0.0  # maintain() does nothing before this, unless the keeper reported news
         self._loop = PollLoop(self)
         self._kafka: Consumer | None = None
@@ -157,7 +153,8 @@ class OwnershipEngine:
                 self._membership = Membership(urls, self.membership_group, Member(self.options.instance_name,
                                                                        self.options.machine_room),
                                               self.settings.keys, self.options.membership_settings(),
-                                              on_change=self._rebalance_now.set, info=self._member_info())
+                                              on_change=self._member_news,
+                                              info=member_info(self.name, self._strategy, self.step.topics()))
                 self._resets = OffsetResets(urls, self.group, self.settings.keys)
                 self._members = self._membership.join()
             self.admin = TopicAdmin(self.settings)
@@ -186,12 +183,6 @@ class OwnershipEngine:
             traceback.clear_frames(sys.exc_info()[2])  # finished frames' locals would keep the clients alive
             raise
         self.lifecycle.running()
-
-    def _member_info(self) -> dict[str, Any]:
-        """What this member tells operators beside its heartbeat (``rocketkafka admin consumer-status``)."""
-        allocation = getattr(self._strategy, "name", type(self._strategy).__name__)
-        return {"client": self.name, "allocation": allocation, "topics": list(self.step.topics()),
-                "host": socket.gethostname(), "pid": os.getpid(), "started_ms": int(time.time() * 1000)}
 
     def start(self) -> None:
         """:meth:`open`, then run the poll loop on a thread of the engine's own (:meth:`start_thread`)."""
@@ -293,7 +284,7 @@ class OwnershipEngine:
             if self.metrics is not None:
                 publish_states(self.metrics, self.states(), self.kafka, self._pending)
         pause_and_resume(self.kafka, self._owned.values(), o.pull_threshold_per_partition,
-                         o.pull_threshold_total)
+                         o.pull_threshold_total, self._flow)
 
     def fetch(self, timeout: float) -> int:
         """Fetch what is ready (else wait up to ``timeout`` s for the first) and hand it to the claims (locks
@@ -308,10 +299,10 @@ class OwnershipEngine:
         while self._lost:
             self._on_lost(self._lost.popleft())
 
-    def _throttle(self, owned: OwnedLock) -> None:
-        """Pause partitions over their thresholds right after a claim took records (:mod:`.flow_control`)."""
+    def _throttle(self, owned: OwnedLock, taken: int) -> None:
+        """Pause partitions over their thresholds right after a claim took ``taken`` records (:mod:`.flow_control`)."""
         o = self.options
-        throttle(self.kafka, owned, self._owned.values(), len(self._by_tp), o.pull_threshold_per_partition,
+        throttle(self.kafka, owned, taken, self._owned.values(), self._flow, o.pull_threshold_per_partition,
                  o.pull_threshold_total)
 
     def health(self) -> Health:
@@ -349,6 +340,17 @@ class OwnershipEngine:
         """Held locks lost since start: a renewal failed or came too late (any thread)."""
         return self._locks.lost_total if self._locks is not None else 0
 
+    def _member_news(self) -> None:
+        """A join or leave was announced (a listener thread): the keeper reads the members now."""
+        if self._keeper is not None:
+            self._keeper.beat_now()
+        self._rebalance_now.set()
+
+    @property
+    def pending(self) -> bool:
+        """Whether partitions allotted to this member are still held by another (asked for again soon)."""
+        return bool(self._pending)
+
     def _members_changed(self, members: list[Member]) -> None:
         self._members = members
         self._rebalance_now.set()
@@ -377,8 +379,7 @@ class OwnershipEngine:
                 log.warning("%s: rebalance put off, no topic metadata: %s", self.name, exc)
             self._due["rebalance"] = time.monotonic() + 1.0
             return
-        for lock in [lock for lock in self._owned if lock not in target]:
-            self._release(lock)
+        self._release([lock for lock in self._owned if lock not in target])
         if self._resets is not None and self._owned:
             leave_for_resets(self._resets, self._by_tp, self._owned, self._release, self.name)
         wanted = target - self._owned.keys() - self._leaving.keys()
@@ -409,8 +410,8 @@ class OwnershipEngine:
     def _on_lost(self, lost: set[TP]) -> None:
         holdings.lose(self, lost)
 
-    def _release(self, lock: TP) -> None:
-        holdings.release(self, lock)
+    def _release(self, locks: list[TP]) -> None:
+        holdings.release(self, locks)
 
     def release_all(self, timeout: float = RELEASE_PATIENCE_S) -> None:
         """Leave every partition gracefully; wait (up to ``timeout`` s) until all are drained and unlocked."""

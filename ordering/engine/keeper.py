@@ -44,6 +44,8 @@ class Keeper:
         self._heartbeat_s, self._tick_s = heartbeat_s, tick_s
         self._members: list[Member] = []
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set by stop() and beat_now(): the loop looks at once
+        self._beat_now = False
         self._thread = threading.Thread(target=self._run, name=f"rk-keeper-{name}", daemon=True)
         self.failures = 0  # iterations that raised (logged; the keeper carries on)
 
@@ -51,16 +53,28 @@ class Keeper:
         self._members = members
         self._thread.start()
 
+    def beat_now(self) -> None:
+        """Heartbeat at once (any thread): a join or leave was announced, and only a heartbeat reads the new
+        member list (waiting for the next one delayed every split by up to the heartbeat interval)."""
+        self._beat_now = True
+        self._wake.set()
+
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(10)
 
     def _run(self) -> None:
         next_beat = time.monotonic() + self._heartbeat_s
-        while not self._stop.wait(self._tick_s):
+        while True:
+            self._wake.wait(self._tick_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             try:
-                if self._membership is not None and time.monotonic() >= next_beat:
+                if self._membership is not None and (self._beat_now or time.monotonic() >= next_beat):
+                    self._beat_now = False
                     next_beat = time.monotonic() + self._heartbeat_s
                     self._heartbeat()
                 if self._locks is not None and self._locks.renew_due():

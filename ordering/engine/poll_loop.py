@@ -52,6 +52,9 @@ class Polled(Protocol):
     _locks: LockTable | None
     _membership: Membership | None
 
+    @property
+    def pending(self) -> bool: ...
+
     def maintain(self) -> None: ...
 
     def fetch(self, timeout: float) -> int: ...
@@ -98,7 +101,7 @@ class PollLoop:
         try:
             while not self._stopping.is_set():
                 engine.maintain()
-                timeout = fetch_timeout(engine._owned.values(), self._step_wait)
+                timeout = fetch_timeout(engine._owned.values(), self._step_wait, engine.pending)
                 posted = awaited_posts()
                 if posted is not None:
                     # work is out: its posts wake the loop; Kafka gets a look at least every `timeout`
@@ -145,9 +148,10 @@ def _nothing() -> None:
     return None
 
 
-def fetch_timeout(owned: Collection[OwnedLock], step_wait: float | None) -> float:
-    """How long a fetch (or a wait for a post) may take: until something else needs the loop."""
-    if any(o.paused for o in owned):
+def fetch_timeout(owned: Collection[OwnedLock], step_wait: float | None, pending: bool = False) -> float:
+    """How long a fetch (or a wait for a post) may take: until something else needs the loop (``pending``:
+    partitions another member still holds are asked for again every few ms, as a join's split waits on it)."""
+    if pending or any(o.paused for o in owned):
         return PAUSED_WAIT_S  # a step without posts drains a paused partition's backlog unseen: look often
     return IDLE_WAIT_S if step_wait is None or step_wait >= IDLE_WAIT_S else step_wait
 
@@ -164,12 +168,12 @@ def fetch_records(kafka: Any, batch_size: int, timeout: float) -> list[Any]:
 
 
 def route(records: list[Any], by_tp: Mapping[TP, OwnedLock], ambiguous: set[int],
-          throttle: Callable[[OwnedLock], None], on_error: Callable[[Any], None]) -> None:
+          throttle: Callable[[OwnedLock, int], None], on_error: Callable[[Any], None]) -> None:
     """Hand runs of one partition to their claim (fetches come in per-partition runs: few lookups).
 
     A run is told by the partition number alone, unless two covered topics share that number
     (``ambiguous``: then the topic is compared too): one call per record less on the hot path.
-    ``throttle`` gets each claim right after it took records; ``on_error`` each error event
+    ``throttle`` gets each claim and the count right after it took records; ``on_error`` each error event
     (:func:`~rocketkafka.ordering.engine.access.fetch_error`).
     """
     start, n = 0, len(records)
@@ -192,6 +196,6 @@ def route(records: list[Any], by_tp: Mapping[TP, OwnedLock], ambiguous: set[int]
         if owned is not None and not owned.leaving and not owned.revoked:
             owned.claim.take((topic, partition), records[start:end] if start or end < n else records)
             owned.fetch_from[(topic, partition)] = records[end - 1].offset() + 1
-            throttle(owned)
+            throttle(owned, end - start)
         start = end
 

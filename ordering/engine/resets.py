@@ -140,7 +140,7 @@ return 0
 
 
 def leave_for_resets(resets: OffsetResets, by_tp: Mapping[TP, OwnedLock], owned: Container[TP],
-                     release: Callable[[TP], None], name: str) -> None:
+                     release: Callable[[list[TP]], None], name: str) -> None:
     """Leave every ``owned`` lock one of whose partitions (``by_tp``) an operator asked to reset.
 
     ``release`` starts the leave; the lock leaves with :attr:`OwnedLock.reset_to` set, so that
@@ -157,7 +157,7 @@ def leave_for_resets(resets: OffsetResets, by_tp: Mapping[TP, OwnedLock], owned:
             continue
         log.info("%s: resetting %s to offset %d (drain, commit, re-read)", name, tp, offset)
         held.reset_to = {t: o for t, o in requests.items() if t in held.partitions}
-        release(held.lock)
+        release([held.lock])
 
 
 def commit_reset(kafka: Any, owned: OwnedLock, resets: OffsetResets, locks: LockTable | None,

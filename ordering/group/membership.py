@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, cast
@@ -234,6 +236,13 @@ class Membership:
                 pubsub.close()
             except (redis.RedisError, OSError, ValueError):
                 self._stop.wait(0.5)
+
+
+def member_info(client: str, strategy: object, topics: Iterable[str]) -> dict[str, Any]:
+    """What a member tells operators beside its heartbeat (``rocketkafka admin consumer-status``)."""
+    return {"client": client, "allocation": getattr(strategy, "name", type(strategy).__name__),
+            "topics": list(topics), "host": socket.gethostname(), "pid": os.getpid(),
+            "started_ms": int(time.time() * 1000)}
 
 
 @dataclass(frozen=True)

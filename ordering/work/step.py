@@ -83,7 +83,9 @@ class Step(Protocol):
 
     A step whose work runs on other threads may also have ``awaited_posts() -> threading.Event | None``: the
     event its workers' posts set while work is out (``None`` when none is). The poll loop then waits on that
-    event rather than on Kafka, so a post wakes it (:mod:`~rocketkafka.ordering.engine.poll_loop`).
+    event rather than on Kafka, so a post wakes it (:mod:`~rocketkafka.ordering.engine.poll_loop`). A step
+    whose ``initial_offset`` asks the broker may also have ``initial_offsets(tps, kafka) -> dict``: the same for
+    many partitions in one request, used when locks are taken.
     """
 
     def provision(self, admin: Any) -> None:

@@ -258,6 +258,6 @@ def test_a_partition_paused_by_flow_control_is_resumed_as_it_is_let_go(engine, l
         if lost:
             engine._on_lost({lock})
         else:
-            engine._release(lock)
+            engine._release([lock])
     assert engine.kafka.events == [("unassign", [(TOPIC, 0)]), ("resume", [(TOPIC, 1)]), ("unassign", [(TOPIC, 1)])]
     assert all(not owned.paused for owned in engine._leaving.values())

@@ -98,3 +98,26 @@ def test_a_synchronous_commit_returns_the_partitions_it_was_refused_for():
     offsets = [TopicPartition("t", 0, 3), TopicPartition("t", 1, 5)]
     assert commit_offsets(Kafka([landed, refused]), offsets, asynchronous=False) == [refused]
     assert commit_offsets(Kafka(None), offsets, asynchronous=True) == []  # its answer goes to on_commit
+
+
+class PerLockEngine(Engine):
+    """Commits of several locks at once are refused; one lock at a time, ``refusing`` is refused."""
+
+    def commit(self, owned, asynchronous):
+        self.calls.append(sorted(o.lock for o in owned))
+        return len(owned) == 1 and owned[0].lock not in self.refusing
+
+
+def test_drained_locks_leave_in_one_commit_and_one_unlock_round_and_a_refused_batch_is_tried_lock_by_lock():
+    tps = [("t", p) for p in range(3)]
+    leaving = {tp: OwnedLock(tp, DrainedClaim(42), (tp,), 7, leaving=True) for tp in tps}  # type: ignore[arg-type]
+    engine = Engine(name="e", _leaving=dict(leaving), _locks=Locks(), _resets=None, metrics=None,
+                    _rebalance_now=threading.Event(), tries=0, refusals=0)
+    holdings.finish_releases(engine)  # type: ignore[arg-type]
+    assert engine.tries == 1 and engine._locks.unlocked == tps and engine._leaving == {}  # one of each for all three
+
+    engine = PerLockEngine(name="e", _leaving=dict(leaving), _locks=Locks(), _resets=None, metrics=None,
+                           _rebalance_now=threading.Event(), calls=[], refusing={("t", 1)})
+    holdings.finish_releases(engine)  # type: ignore[arg-type]
+    assert engine.calls == [tps, [tps[0]], [tps[1]], [tps[2]]]
+    assert engine._locks.unlocked == [tps[0], tps[2]] and list(engine._leaving) == [tps[1]]  # kept until it lands

@@ -19,6 +19,7 @@ def test_an_idle_fetch_waits_the_idle_wait_a_paused_partition_or_a_step_less():
     assert fetch_timeout([], None) == fetch_timeout([Owned()], None) == IDLE_WAIT_S
     assert fetch_timeout([Owned()], 0.01) == 0.01 and fetch_timeout([Owned()], 5.0) == IDLE_WAIT_S
     assert fetch_timeout([Owned(), Owned(paused=True)], None) == PAUSED_WAIT_S
+    assert fetch_timeout([Owned()], None, pending=True) == PAUSED_WAIT_S  # a join's split waits on the retry
 
 
 class Step:
@@ -42,7 +43,7 @@ class Engine:
     metrics = None
 
     def __init__(self, step: Step) -> None:
-        self.step, self._owned, self.fetches = step, {}, []
+        self.step, self._owned, self.fetches, self.pending = step, {}, [], False
 
     def maintain(self) -> None:
         pass
