@@ -136,6 +136,21 @@ def test_lock_batch_is_reentrant_and_keeps_the_fencing_token(tables):
     assert a.held().keys() == set(P)
 
 
+def test_many_locks_go_in_rounds_of_a_bounded_size_and_each_has_one_owner(tables, monkeypatch):
+    from rocketkafka.ordering.locks import table as table_module
+
+    monkeypatch.setattr(table_module, "ROUND_LOCKS", 3)  # 10 locks: rounds of 3, 3, 3 and 1
+    many = [("orders", p) for p in range(10)]
+    a, b = tables("A"), tables("B")
+    sizes: list[int] = []
+    claim = a._calls.claim
+    monkeypatch.setattr(a._calls, "claim", lambda leases: sizes.append(len(leases)) or claim(leases))
+    assert a.lock_batch(many).keys() == set(many) and b.lock_batch(many) == {}
+    assert sizes == [3, 3, 3, 1]
+    a.unlock_batch(many[:7])
+    assert a.held().keys() == set(many[7:]) and b.lock_batch(many).keys() == set(many[:7])
+
+
 def test_other_owner_wins_after_unlock_with_a_larger_fencing_token(tables):
     a, b = tables("A"), tables("B")
     token_a = a.lock_batch(P[:1])[P[0]].fencing_token

@@ -158,7 +158,7 @@ def test_chart_of_no_targets_still_draws(tmp_path):
 def test_select_keeps_the_run_order():
     assert select() == list(bench_all.BENCHES)
     assert select(["spark", "produce"]) == ["produce", "spark"]
-    assert select(skip=["spark", "delay"]) == ["produce", "consume", "latency", "orderly", "txn", "memory", "idle"]
+    assert select(skip=["spark", "delay"]) == ["produce", "consume", "latency", "orderly", "txn", "memory", "idle", "scale"]
     assert "idle" not in select(skip=["idle"]) and select(["idle"]) == ["idle"]
     with pytest.raises(ValueError, match="nope"):
         select(["nope"])

@@ -75,6 +75,14 @@ def _idle(settings: Settings, scale: float, log: Log) -> list[BenchRow]:
     return bench_idle(settings, seconds=max(3.0, 10.0 * scale), rounds=3 if scale >= 0.5 else 1, log=log)
 
 
+def _scale(settings: Settings, scale: float, log: Log) -> list[BenchRow]:
+    from rocketkafka.tools.bench.scale import PARTITIONS, bench_scale
+
+    # partition counts are the figures' subject, not a count to shrink: a smoke run keeps the smallest only
+    return bench_scale(settings, PARTITIONS if scale >= 0.5 else PARTITIONS[:1], seconds=max(3.0, 10.0 * scale),
+                       log=log)
+
+
 def _txn(settings: Settings, scale: float, log: Log) -> list[BenchRow]:
     from rocketkafka.tools.bench.txn import bench_txn
 
@@ -99,7 +107,7 @@ class Bench:
 #: Every benchmark, in the order ``bench all`` runs them (Spark last: its JVM stays up until exit).
 BENCHES: dict[str, Bench] = {b.name: b for b in (
     Bench("produce", _produce), Bench("consume", _consume), Bench("latency", _latency), Bench("orderly", _orderly), Bench("delay", _delay),
-    Bench("txn", _txn), Bench("memory", _memory), Bench("idle", _idle), Bench("spark", _spark),
+    Bench("txn", _txn), Bench("memory", _memory), Bench("idle", _idle), Bench("scale", _scale), Bench("spark", _spark),
 )}
 
 
