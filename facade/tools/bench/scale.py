@@ -61,6 +61,7 @@ def bench_scale(settings: Settings, partitions: Sequence[int] = PARTITIONS, seco
         log(f"scale: creating {topic} ({count:,} partitions)")
         admin = TopicAdmin(settings)
         admin.create(topic, partitions=count, timeout=max(30.0, count / 20))
+        _await_leaders(admin, topic, count)
         nodes = [redis.Redis.from_url(url, socket_timeout=5) for url in settings.require_redis()]
         try:
             def run_one(mode: str) -> dict[str, Any]:
@@ -74,6 +75,19 @@ def bench_scale(settings: Settings, partitions: Sequence[int] = PARTITIONS, seco
                 node.close()
             admin.delete([topic])  # thousands of partitions: an embedded broker's heap is small
     return rows
+
+
+def _await_leaders(admin: TopicAdmin, topic: str, partitions: int) -> None:
+    """Wait until every partition of the new ``topic`` has a leader: the figures are of a topic in use, not of
+    a broker still electing leaders of thousands of new partitions."""
+    deadline = time.monotonic() + PHASE_TIMEOUT_S
+    while time.monotonic() < deadline:
+        found = admin.client.list_topics(topic, timeout=30).topics.get(topic)
+        if found is not None and len(found.partitions) == partitions \
+                and all(p.leader >= 0 for p in found.partitions.values()):
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"{topic}: not every partition had a leader within {PHASE_TIMEOUT_S:g} s")
 
 
 def redis_commands(nodes: Sequence[redis.Redis]) -> float:
