@@ -108,8 +108,9 @@ class BatchStep:
         failed = [tp.error for tp in found if tp.error is not None]
         if failed:
             raise KafkaException(failed[0])
-        return {**starts, **{(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
-                             for tp in found}}
+        # no record at or after the time: from the beginning, as before; the end is always a number
+        missing = OFFSET_BEGINNING if at != OFFSET_END else OFFSET_END
+        return {**starts, **{(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else missing for tp in found}}
 
     def fence(self, locks: Sequence[TP]) -> None:
         if self.transactions is not None:

@@ -231,9 +231,12 @@ class Consumer(_KafkaConsumer):
             engine.maintain()
             started, within = time.monotonic(), timeout is not None and 0 <= timeout <= WAIT_SLICE_S
             msg = self._read_one(timeout if within else WAIT_SLICE_S)  # type: ignore[arg-type]
-            if msg is not None or within:
+            if msg is not None or timeout == 0:
                 return msg
-            timeout = None if timeout is None or timeout < 0 else max(0.0, started + timeout - time.monotonic())
+            if timeout is not None and timeout > 0:  # a record the selector dropped may have come early
+                timeout = started + timeout - time.monotonic()
+                if timeout <= 0:
+                    return None
         return self._in_slices(engine, timeout, self._read_one, None)
 
     def _read_one(self, wait: float) -> Message | None:

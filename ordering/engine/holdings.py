@@ -133,16 +133,24 @@ def _seek(engine: Holder, tp: TP, offset: int) -> None:
 
 
 def release(engine: Holder, locks: Iterable[TP]) -> None:
-    """Stop fetching ``locks``' partitions; commit and unlock each once it drained (:func:`finish_releases`)."""
-    leaving = [engine._owned.pop(lock) for lock in locks]
-    for owned in leaving:
-        if engine._locks is not None and not engine._locks.is_held(owned.lock):
-            _mark_revoked(engine, owned)  # expired while we stalled: the next owner may have moved on
-            continue
-        owned.leaving = True
-        owned.claim.leave()
-        engine._leaving[owned.lock] = owned
-    _unassign(engine, leaving)
+    """Stop fetching ``locks``' partitions; commit and unlock each once it drained (:func:`finish_releases`).
+
+    Each lock is among the leaving before its claim hears of it (a drop-in's ``on_revoke`` may raise), and the
+    ones begun are unassigned whatever happens: none is unlocked while still fetched, none forgotten.
+    """
+    leaving: list[OwnedLock] = []
+    try:
+        for lock in locks:
+            owned = engine._owned.pop(lock)
+            leaving.append(owned)
+            if engine._locks is not None and not engine._locks.is_held(lock):
+                _mark_revoked(engine, owned)  # expired while we stalled: the next owner may have moved on
+                continue
+            owned.leaving = True
+            engine._leaving[lock] = owned
+            owned.claim.leave()
+    finally:
+        _unassign(engine, leaving)
 
 
 def finish_releases(engine: Holder) -> None:
@@ -197,14 +205,16 @@ def lose(engine: Holder, lost: set[TP]) -> None:
 
 
 def _revoke(engine: Holder, owned: OwnedLock) -> None:
-    _mark_revoked(engine, owned)
-    _unassign(engine, [owned])
+    try:
+        _mark_revoked(engine, owned)
+    finally:
+        _unassign(engine, [owned])
 
 
 def _mark_revoked(engine: Holder, owned: OwnedLock) -> None:
     owned.revoked = True
-    owned.claim.revoke()
     engine._leaving[owned.lock] = owned
+    owned.claim.revoke()
 
 
 def _unassign(engine: Holder, leaving: list[OwnedLock]) -> None:

@@ -22,6 +22,10 @@ from rocketkafka.topic_partition import TP
 
 log = logging.getLogger(__name__)
 
+#: Least time between heartbeats asked for by announcements (s): every node delivers each announcement, and
+#: the first beat after it already reads the new member list from all of them.
+BEAT_GAP_S = 0.1
+
 
 class Keeper:
     """Heartbeats and renewals on a daemon thread.
@@ -66,16 +70,21 @@ class Keeper:
             self._thread.join(10)
 
     def _run(self) -> None:
-        next_beat = time.monotonic() + self._heartbeat_s
+        next_beat, last_beat = time.monotonic() + self._heartbeat_s, float("-inf")
         while True:
-            self._wake.wait(self._tick_s)
+            wait = self._tick_s
+            if self._beat_now:
+                wait = max(0.0, min(wait, last_beat + BEAT_GAP_S - time.monotonic()))
+            self._wake.wait(wait)
             self._wake.clear()
             if self._stop.is_set():
                 return
             try:
-                if self._membership is not None and (self._beat_now or time.monotonic() >= next_beat):
+                now = time.monotonic()
+                if self._membership is not None and (now >= next_beat or
+                                                     (self._beat_now and now >= last_beat + BEAT_GAP_S)):
                     self._beat_now = False
-                    next_beat = time.monotonic() + self._heartbeat_s
+                    last_beat, next_beat = now, now + self._heartbeat_s
                     self._heartbeat()
                 if self._locks is not None and self._locks.renew_due():
                     self._renew()

@@ -22,6 +22,7 @@ set()
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import secrets
@@ -218,8 +219,17 @@ class LockTable:
         """
         wanted = partition_pairs(partitions)
         if len(wanted) > ROUND_LOCKS:  # one round of 8,192 outlasted the socket timeout, every time: no quorum
-            return {tp: held for i in range(0, len(wanted), ROUND_LOCKS)
-                    for tp, held in self.lock_batch(wanted[i:i + ROUND_LOCKS]).items()}
+            gathered: dict[TP, Held] = {}
+            with self._state:
+                held_before = {tp for tp in wanted if tp in self._leases}
+            try:
+                for i in range(0, len(wanted), ROUND_LOCKS):
+                    gathered.update(self.lock_batch(wanted[i:i + ROUND_LOCKS]))
+            except BaseException:  # the caller learns nothing of the earlier rounds: what they won is given back
+                with contextlib.suppress(Exception):
+                    self.unlock_batch([tp for tp in gathered if tp not in held_before])
+                raise
+            return gathered
         if not wanted:
             return {}
         with self._rounds:

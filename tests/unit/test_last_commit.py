@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from types import SimpleNamespace
 
+import pytest
 from confluent_kafka import KafkaError, TopicPartition
 
 from rocketkafka.ordering.engine import holdings
@@ -121,3 +122,38 @@ def test_drained_locks_leave_in_one_commit_and_one_unlock_round_and_a_refused_ba
     holdings.finish_releases(engine)  # type: ignore[arg-type]
     assert engine.calls == [tps, [tps[0]], [tps[1]], [tps[2]]]
     assert engine._locks.unlocked == [tps[0], tps[2]] and list(engine._leaving) == [tps[1]]  # kept until it lands
+
+
+class LeavingClaim(DrainedClaim):
+    """A claim whose leave() raises for one lock, as a drop-in's on_revoke may."""
+
+    def __init__(self, raises: bool) -> None:
+        super().__init__(42)
+        self.raises = raises
+
+    def leave(self) -> None:
+        if self.raises:
+            raise RuntimeError("on_revoke failed")
+
+
+class Client:
+    def __init__(self) -> None:
+        self.unassigned: list = []
+
+    def incremental_unassign(self, tps) -> None:
+        self.unassigned += [(tp.topic, tp.partition) for tp in tps]
+
+    def resume(self, tps) -> None:
+        pass
+
+
+def test_a_release_that_fails_part_way_unassigns_what_it_began_and_keeps_the_rest_owned():
+    tps = [("t", p) for p in range(3)]
+    owned = {tp: OwnedLock(tp, LeavingClaim(raises=tp == tps[1]), (tp,), 7) for tp in tps}  # type: ignore[arg-type]
+    engine = Engine(name="e", _owned=dict(owned), _leaving={}, _by_tp=dict(owned), _ambiguous=set(),
+                    _locks=Locks(), kafka=Client())
+    with pytest.raises(RuntimeError, match="on_revoke failed"):
+        holdings.release(engine, tps)  # type: ignore[arg-type]
+    # the first two are leaving and no longer fetched (never unlocked while fetched); the third is still owned
+    assert list(engine._leaving) == tps[:2] and engine.kafka.unassigned == tps[:2]
+    assert list(engine._owned) == [tps[2]] and list(engine._by_tp) == [tps[2]]

@@ -7,9 +7,9 @@ For each partition count (64 and 2,048 by default), in a fresh child process of 
   every partition;
 - **split**: a second member of the group starts; seconds until the two own disjoint halves;
 - **spread**: one record sent to each idle partition; seconds from the first send until every
-  one was handled, and from the producer's flush returning (every record acknowledged) until
-  then: at 2,048 partitions most of the first is the broker taking 2,048 one-record batches, so
-  the goal is judged on the second;
+  one was handled, and the longest time from a record's delivery report until it was handled:
+  at 2,048 partitions most of the first is the broker taking 2,048 one-record batches, so the
+  goal is judged on the second;
 - **idle**: then, with both members idle, the child's CPU (user + sys of all its threads, read
   from outside as ``bench idle`` does) and the Redis commands of all nodes (``INFO stats``
   ``total_commands_processed``) over a window.
@@ -23,6 +23,7 @@ grow with members, not partitions (read across the partition counts; no target).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 import sys
@@ -37,7 +38,7 @@ import redis
 from rocketkafka.admin import TopicAdmin
 from rocketkafka.config import Settings
 from rocketkafka.tools.bench.idle import UNIT, measure
-from rocketkafka.tools.bench.rounds import Figure, Log, figure, interleave
+from rocketkafka.tools.bench.rounds import Log, figure, interleave
 from rocketkafka.tools.bench.rows import BenchRow, Target
 
 MODES = ("members", "raw-pair")
@@ -61,9 +62,9 @@ def bench_scale(settings: Settings, partitions: Sequence[int] = PARTITIONS, seco
         log(f"scale: creating {topic} ({count:,} partitions)")
         admin = TopicAdmin(settings)
         admin.create(topic, partitions=count, timeout=max(30.0, count / 20))
-        _await_leaders(admin, topic, count)
         nodes = [redis.Redis.from_url(url, socket_timeout=5) for url in settings.require_redis()]
         try:
+            _await_leaders(admin, topic, count)
             def run_one(mode: str) -> dict[str, Any]:
                 spec = {"mode": mode, "topic": topic, "partitions": count}
                 return measure(settings, spec, settle, seconds, start_timeout=4 * PHASE_TIMEOUT_S, module=__name__,
@@ -100,23 +101,24 @@ def scale_rows(results: dict[str, list[dict[str, Any]]], partitions: int, second
     """The rows of one partition count from its contenders' results (see :func:`measure` and :func:`_child`)."""
     at = f"{partitions:,} partitions"
     window = f"{seconds:g} s windows, median of {rounds} round(s)"
-    take, split, spread, sent = (figure(results, "members", m) for m in ("take_s", "split_s", "spread_s", "sent_s"))
-    after = Figure(tuple(max(0.0, r["spread_s"] - r["sent_s"]) for r in results["members"]))
+    take, split, spread, sent, lag = (figure(results, "members", m)
+                                      for m in ("take_s", "split_s", "spread_s", "sent_s", "lag_s"))
     members = figure(results, "members", "cpu_pct", "raw-pair")
     raw = figure(results, "raw-pair", "cpu_pct")
     commands = _per_second(results, "members")
     raw_commands = _per_second(results, "raw-pair")
     return [
         BenchRow("scale", f"take all {at}: one orderly member", take.median, "s", target=TAKE_TARGET,
-                 spread=take.spread, detail="from start() until it owns every partition"),
+                 spread=take.spread, detail="from start() (joining, its dead-letter topic made) until it owns every "
+                                            "partition"),
         BenchRow("scale", f"split {at} on a join", split.median, "s", target=TAKE_TARGET, spread=split.spread,
                  detail="from the second member's start() until the two own disjoint halves"),
         BenchRow("scale", f"one record to each of {at}: from the first send until every one is handled",
                  spread.median, "s", spread=spread.spread,
                  detail=f"two idle orderly members; the producer's sends and flush took {sent.median:.3g} s of it"),
-        BenchRow("scale", f"one record to each of {at}: handled after the last was acknowledged", after.median,
-                 "s", target=SPREAD_TARGET, spread=after.spread,
-                 detail="from the producer's flush returning (every record on the broker) until the last is handled"),
+        BenchRow("scale", f"one record to each of {at}: longest from its acknowledgement to its handling",
+                 lag.median, "s", target=SPREAD_TARGET, spread=lag.spread,
+                 detail="per record, from its delivery report (the broker has it) until a member handled it"),
         BenchRow("scale", f"raw pair idle, {at}", raw.median, UNIT, spread=raw.spread,
                  detail=f"two raw consumers at librdkafka's defaults, half the partitions each; {window}"),
         BenchRow("scale", f"two orderly members idle, {at}", members.median, UNIT, raw.median, "raw pair",
@@ -154,30 +156,34 @@ class _Seen:
 
     def __init__(self, partitions: int) -> None:
         self.partitions, self.every_one = partitions, threading.Event()
-        self._seen: set[int] = set()
+        self._seen: dict[int, float] = {}  # partition -> when its first record was handled
 
     def add(self, partition: int) -> None:
-        self._seen.add(partition)  # one set.add: atomic under the GIL, from any lane
+        self._seen.setdefault(partition, time.perf_counter())  # one dict call: atomic under the GIL, any lane
         if len(self._seen) >= self.partitions:
             self.every_one.set()
 
-    def spread(self, settings: Settings, topic: str) -> tuple[float, float]:
-        """Send one record to each partition; seconds from the first send until every one was handled, and until
-        the producer's flush returned (every record acknowledged). The producer knows the topic's leaders before
-        its clock starts."""
+    def spread(self, settings: Settings, topic: str) -> dict[str, float]:
+        """Send one record to each partition: seconds from the first send until every one was handled
+        (``spread_s``), until the producer's flush returned (``sent_s``), and the longest from a record's delivery
+        report to its handling (``lag_s``; none is negative: a record handled before its report counts 0). The
+        producer knows the topic's leaders before its clock starts."""
         from confluent_kafka import Producer
 
+        acked: dict[int, float] = {}
         producer = Producer(settings.kafka_config(**{"linger.ms": 0}))
         producer.list_topics(topic, timeout=30)
         started = time.perf_counter()
         for p in range(self.partitions):
-            producer.produce(topic, b"x" * 100, partition=p)
+            producer.produce(topic, b"x" * 100, partition=p,
+                             on_delivery=lambda _err, msg: acked.setdefault(msg.partition(), time.perf_counter()))
         producer.flush(30)
         sent = time.perf_counter() - started
         if not self.every_one.wait(PHASE_TIMEOUT_S):
             raise TimeoutError(f"spread: {len(self._seen)} of {self.partitions} partitions handled in "
                                f"{PHASE_TIMEOUT_S:g} s")
-        return time.perf_counter() - started, sent
+        lag = max((max(0.0, handled - acked.get(p, started)) for p, handled in self._seen.items()), default=0.0)
+        return {"spread_s": time.perf_counter() - started, "sent_s": sent, "lag_s": lag}
 
 
 def _members(settings: Settings, topic: str, partitions: int, stop: threading.Event) -> None:
@@ -201,13 +207,16 @@ def _members(settings: Settings, topic: str, partitions: int, stop: threading.Ev
         _until(lambda: _split(first.assignment(), second.assignment(), partitions), "split")
         split = time.perf_counter() - started
         time.sleep(QUIET_S)
-        spread, sent = seen.spread(settings, topic)
-        print(json.dumps({"take_s": take, "split_s": split, "spread_s": spread, "sent_s": sent, "owned": partitions}),
+        print(json.dumps({"take_s": take, "split_s": split, **seen.spread(settings, topic), "owned": partitions}),
               flush=True)
         stop.wait()
     finally:
         second.shutdown()
         first.shutdown()
+        internal = [settings.topics.dead_letter(group), settings.topics.retry(group)]  # made by start(): no leak
+        with contextlib.suppress(Exception):
+            admin = TopicAdmin(settings)
+            admin.delete([t for t in internal if admin.exists(t)])
 
 
 def _split(a: Sequence[Any], b: Sequence[Any], partitions: int) -> bool:
