@@ -35,6 +35,10 @@ log = logging.getLogger(__name__)
 IDLE_WAIT_S = 0.2
 #: How long a fetch waits while a paused partition may drain without a post to say so (s).
 PAUSED_WAIT_S = 0.005
+#: How long a fetch waits while partitions allotted to this member are still held by another (s): about as
+#: often as they are asked for again (``acquire_retry_ms``, 50 by default), so a join's split does not wait
+#: the idle wait, and a member kept waiting (a stalled owner's lease) does not spin.
+PENDING_WAIT_S = 0.05
 
 
 class Polled(Protocol):
@@ -150,10 +154,11 @@ def _nothing() -> None:
 
 def fetch_timeout(owned: Collection[OwnedLock], step_wait: float | None, pending: bool = False) -> float:
     """How long a fetch (or a wait for a post) may take: until something else needs the loop (``pending``:
-    partitions another member still holds are asked for again every few ms, as a join's split waits on it)."""
-    if pending or any(o.paused for o in owned):
+    partitions another member still holds, asked for again soon: a join's split waits on it)."""
+    if any(o.paused for o in owned):
         return PAUSED_WAIT_S  # a step without posts drains a paused partition's backlog unseen: look often
-    return IDLE_WAIT_S if step_wait is None or step_wait >= IDLE_WAIT_S else step_wait
+    longest = PENDING_WAIT_S if pending else IDLE_WAIT_S
+    return longest if step_wait is None or step_wait >= longest else step_wait
 
 
 def fetch_records(kafka: Any, batch_size: int, timeout: float) -> list[Any]:

@@ -7,7 +7,7 @@ import time
 
 
 from rocketkafka.ordering.engine import poll_loop
-from rocketkafka.ordering.engine.poll_loop import IDLE_WAIT_S, PAUSED_WAIT_S, PollLoop, fetch_timeout
+from rocketkafka.ordering.engine.poll_loop import IDLE_WAIT_S, PAUSED_WAIT_S, PENDING_WAIT_S, PollLoop, fetch_timeout
 
 
 class Owned:
@@ -19,7 +19,8 @@ def test_an_idle_fetch_waits_the_idle_wait_a_paused_partition_or_a_step_less():
     assert fetch_timeout([], None) == fetch_timeout([Owned()], None) == IDLE_WAIT_S
     assert fetch_timeout([Owned()], 0.01) == 0.01 and fetch_timeout([Owned()], 5.0) == IDLE_WAIT_S
     assert fetch_timeout([Owned(), Owned(paused=True)], None) == PAUSED_WAIT_S
-    assert fetch_timeout([Owned()], None, pending=True) == PAUSED_WAIT_S  # a join's split waits on the retry
+    assert fetch_timeout([Owned()], None, pending=True) == PENDING_WAIT_S < IDLE_WAIT_S  # a join's split waits on it
+    assert fetch_timeout([Owned()], 0.01, pending=True) == 0.01
 
 
 class Step:
