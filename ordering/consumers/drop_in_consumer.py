@@ -229,8 +229,8 @@ class Consumer(_KafkaConsumer):
         if engine is not None:  # the first slice inline: two cheap checks over the client's poll (bench consume)
             engine.lifecycle.check("this call")
             engine.maintain()
-            started, within = time.monotonic(), timeout is not None and 0 <= timeout <= WAIT_SLICE_S
-            msg = self._read_one(timeout if within else WAIT_SLICE_S)  # type: ignore[arg-type]
+            started = time.monotonic()
+            msg = self._read_one(timeout if timeout is not None and 0 <= timeout <= WAIT_SLICE_S else WAIT_SLICE_S)
             if msg is not None or timeout == 0:
                 return msg
             if timeout is not None and timeout > 0:  # a record the selector dropped may have come early

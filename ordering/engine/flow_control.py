@@ -85,7 +85,7 @@ def throttle(kafka: Any, owned: OwnedLock, taken: int, every: Collection[OwnedLo
     """Pause ``owned``'s partitions over their threshold right after it took ``taken`` records: one fetch over at
     most.
 
-    ``every`` is every owned claim: the total is checked here too (through ``bound``), not only at the next
+    ``every`` is every owned claim: the total is checked here too (through ``gauge``), not only at the next
     :func:`pause_and_resume`, as together they can exceed it while each sits under its own.
     """
     over = over_threshold(owned, per_partition, gauge)

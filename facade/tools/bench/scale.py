@@ -37,6 +37,7 @@ import redis
 
 from rocketkafka.admin import TopicAdmin
 from rocketkafka.config import Settings
+from rocketkafka.testing.waiting import wait_for
 from rocketkafka.tools.bench.idle import UNIT, measure
 from rocketkafka.tools.bench.rounds import Log, figure, interleave
 from rocketkafka.tools.bench.rows import BenchRow, Target
@@ -81,14 +82,13 @@ def bench_scale(settings: Settings, partitions: Sequence[int] = PARTITIONS, seco
 def _await_leaders(admin: TopicAdmin, topic: str, partitions: int) -> None:
     """Wait until every partition of the new ``topic`` has a leader: the figures are of a topic in use, not of
     a broker still electing leaders of thousands of new partitions."""
-    deadline = time.monotonic() + PHASE_TIMEOUT_S
-    while time.monotonic() < deadline:
+    def led() -> bool:
         found = admin.client.list_topics(topic, timeout=30).topics.get(topic)
-        if found is not None and len(found.partitions) == partitions \
-                and all(p.leader >= 0 for p in found.partitions.values()):
-            return
-        time.sleep(0.5)
-    raise TimeoutError(f"{topic}: not every partition had a leader within {PHASE_TIMEOUT_S:g} s")
+        return found is not None and len(found.partitions) == partitions \
+            and all(p.leader >= 0 for p in found.partitions.values())
+
+    if not wait_for(led, PHASE_TIMEOUT_S, interval=0.5):
+        raise TimeoutError(f"{topic}: not every partition had a leader within {PHASE_TIMEOUT_S:g} s")
 
 
 def redis_commands(nodes: Sequence[redis.Redis]) -> float:
@@ -226,11 +226,8 @@ def _split(a: Sequence[Any], b: Sequence[Any], partitions: int) -> bool:
 
 
 def _until(done: Callable[[], bool], phase: str) -> None:
-    deadline = time.monotonic() + PHASE_TIMEOUT_S
-    while not done():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{phase}: not done within {PHASE_TIMEOUT_S:g} s")
-        time.sleep(0.002)
+    if not wait_for(done, PHASE_TIMEOUT_S, interval=0.002):
+        raise TimeoutError(f"{phase}: not done within {PHASE_TIMEOUT_S:g} s")
 
 
 def _raw_pair(settings: Settings, topic: str, partitions: int, stop: threading.Event) -> None:
