@@ -9,7 +9,9 @@ partition one batch per order key at a time. The batches run on a
 
 from __future__ import annotations
 
+import logging
 import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -25,6 +27,7 @@ from rocketkafka.ordering.work.step import ClaimContext
 from rocketkafka.ordering.consumers.transactions import PartitionTransactions
 from rocketkafka.topic_partition import TP
 
+log = logging.getLogger(__name__)
 
 
 def batch_step(handler: BatchHandler, options: ConsumerOptions, name: str, topics: Sequence[str],
@@ -68,6 +71,9 @@ class BatchStep:
         self.work, self.chunker = work, chunker
         self._start_from, self._start_ms = start_from, start_timestamp_ms
         self.transactions = transactions
+        # the last claim of each lock while anything holds it (poll thread); weak: a claim left behind keeps its
+        # fetched records in memory only as long as its batches are queued
+        self._claims: weakref.WeakValueDictionary[TP, PartitionWork] = weakref.WeakValueDictionary()
 
     def provision(self, admin: TopicAdmin) -> None:
         """Create the internal topics -- once every subscribed topic is known to exist, so a start that
@@ -117,10 +123,20 @@ class BatchStep:
             self.transactions.fence(locks)
 
     def claim(self, context: ClaimContext) -> PartitionWork:
+        earlier = self._claims.get(context.lock)
+        if earlier is not None and not earlier.revoked and (earlier.cut is None or not earlier.drained()):
+            # the engine takes a lock again only once its last claim drained or was revoked; were it not so, both
+            # would hand out the partition's records: the earlier one stops, loudly (guards the order promise)
+            log.error("claim guard: %s is claimed again while its earlier claim is live (cut=%s, out=%d); the "
+                      "earlier claim stops", context.lock, earlier.cut, earlier.out)
+            earlier.revoke()
         if self.transactions is not None:
-            return TransactionalWork(context, self.work.submit, self.chunker, self.work.recall,
-                                     self.transactions.release)
-        return PartitionWork(context, self.work.submit, self.chunker, self.work.recall)
+            made: PartitionWork = TransactionalWork(context, self.work.submit, self.chunker, self.work.recall,
+                                                    self.transactions.release)
+        else:
+            made = PartitionWork(context, self.work.submit, self.chunker, self.work.recall)
+        self._claims[context.lock] = made
+        return made
 
     def awaited_posts(self) -> threading.Event | None:
         """What the poll loop waits on while work is out (set by every post), else ``None`` (poll thread)."""

@@ -188,6 +188,10 @@ class PartitionWork:
         unfinished = [b.position for b in batches if not b.finished]
         return min(unfinished) if unfinished else self.next_offset
 
+    def first_open(self) -> Batch | None:
+        """The first batch with records not yet handed out: where a serial claim's shard must go on."""
+        return next((b for b in self.batches if b.index < len(b.records)), None)
+
     def drop_finished(self) -> None:
         """Let go of the finished batches at the front (the settlement calls it as batches finish)."""
         batches = self.batches

@@ -81,3 +81,5 @@ def test_sixty_second_chaos_run_loses_nothing_and_keeps_order(tmp_path):
     assert injected == planned, f"faults injected: {injected}, skipped: {skipped}"
     assert all(f["healedAfterMs"] is not None and f["rtoTime"] is not None for f in verdict["faults"])
     assert "PASSED" in done.stdout and "rtoTime" in done.stdout
+    # a guard that repaired a consumer's state kept the order, so it fails nothing; it is shown (stop 42's reorder)
+    print("guards fired:", verdict["guardsFired"] or "none")

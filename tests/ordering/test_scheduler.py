@@ -192,3 +192,19 @@ def test_work_is_out_until_the_last_future_settled_and_every_post_wakes_the_poll
     assert manager.posted.is_set()
     _until(manager, lambda: batch.done == 5)
     assert not manager.out and manager.tick() is None
+
+
+def test_the_order_guard_hands_a_serial_claims_first_open_batch_first_whatever_its_shards_queue_says(managers, caplog):
+    """A shard queue that lost its front batch (the state a chaos run's reorder implied; no path to it is known)
+    is rebuilt from the claim before a lane starts, and said as an error: the earlier records still go first."""
+    handler = Scripted(Outcome(1, pause_ms=50))  # record 0 handled, then the shard pauses before record 1
+    manager, work, first = _setup(handler, records=4)
+    managers.append(manager)
+    work.take(("t", 0), [Rec(o) for o in range(4, 8)])
+    _until(manager, lambda: first.index == 1 and first.run is None)
+    shard = next(iter(manager._shards.values()))
+    shard.batches.remove(first)  # the corruption the guard is for
+    with caplog.at_level("ERROR"):
+        _until(manager, lambda: work.commit_point() == 8)
+    assert handler.offered == [0, 1, 4]  # the rest of the first batch before the second
+    assert manager.realigned == 1 and "order guard" in caplog.text

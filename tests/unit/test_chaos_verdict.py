@@ -135,3 +135,12 @@ def test_an_id_the_producer_wrote_twice_is_not_an_exactly_once_duplicate():
     v = run("exactly-once", msgs, output + [again])
     assert v.passed and v.kinds["exactly-once"].duplicateRecordCount == 0
     assert v.kinds["exactly-once"].duplicateMessageCountBeforeHelper == 1  # still counted, as for every kind
+
+
+def test_the_guards_lines_of_every_process_log_are_collected(tmp_path):
+    from rocketkafka.tools.chaos.run import guards_fired
+
+    (tmp_path / "orderly-0.log").write_text("ready\nx ERROR scheduler: order guard: the shard of ('t', 4) ...\n")
+    (tmp_path / "keyed-1.log").write_text("y ERROR batch_step: claim guard: ('t', 1) is claimed again ...\nz INFO took\n")
+    (tmp_path / "traffic.jsonl").write_text("order guard: not a log\n")
+    assert [line.split()[0] for line in guards_fired(tmp_path)] == ["y", "x"]

@@ -99,10 +99,17 @@ def run_chaos(base: Settings, plan: ChaosPlan, out: Path, redis: RedisControl | 
     verdict = judge(traffic.log.sent, traffic.log.failed, delivered, handled, nemesis.events, traffic_end)
     document = {"plan": json.loads(plan.model_dump_json()), **verdict.as_dict(),
                 "trafficSeconds": round(traffic_seconds, 1), "faultsSkipped": nemesis.skipped,
-                "kindsSkipped": skipped_kinds}
+                "kindsSkipped": skipped_kinds, "guardsFired": guards_fired(out)}
     # a fault's error text may quote what a library said: no secret of the settings may reach the file
     (out / "verdict.json").write_text(json.dumps(Scrubber(settings).tree(document), indent=2))
     return verdict
+
+
+def guards_fired(out: Path) -> list[str]:
+    """The lines in which a consumer's order or claim guard repaired its own state (scheduler, batch step): the
+    order held, but something the engine's reasoning rules out happened; they are kept in the verdict to be read."""
+    return [line.strip() for log_file in sorted(out.glob("*.log")) for line in log_file.read_text(errors="replace")
+            .splitlines() if "order guard:" in line or "claim guard:" in line]
 
 
 def _consumer(settings: Settings, plan: ChaosPlan, kind: Kind, index: int, out: Path) -> Managed:

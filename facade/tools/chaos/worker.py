@@ -58,6 +58,8 @@ def main(spec: WorkerSpec) -> None:
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format=f"%(asctime)s {spec.name} %(threadName)s %(levelname)s %(name)s: %(message)s")
+    # which partitions it took and released, and when: a verdict against the run is read beside these lines
+    logging.getLogger("rocketkafka.ordering.engine.holdings").setLevel(logging.INFO)
     order_key = ORDER_KEYS.get(spec.kind)
     options = {**spec.options, "order_key": order_key} if order_key else dict(spec.options)
     options.setdefault("consume_from_where", "CONSUME_FROM_FIRST_OFFSET")  # a fresh topic: nothing sent may be missed
