@@ -3,6 +3,7 @@
 The RocketMQ-style door (names of Apache's rocketmq-client-python)::
 
     from rocketkafka import Producer, PushConsumer, Message, ConsumeStatus
+    from rocketkafka import AsyncProducer   # the producer for asyncio: ``await producer.send(msg)``
 
 The Kafka-style drop-in door is :mod:`rocketkafka.kafka`; the subpackages
 :mod:`rocketkafka.ordering`, :mod:`rocketkafka.delay`, :mod:`rocketkafka.txn`,
@@ -21,6 +22,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from rocketkafka.admin import TopicAdmin
+from rocketkafka.aio import AsyncProducer
 from rocketkafka.avro import AvroSerde, RegistryAvroSerde
 from rocketkafka.config import Settings
 from rocketkafka.errors import (
@@ -91,6 +93,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AsyncProducer",
     "AuthenticationError",
     "AuthorizationError",
     "AvroSerde",

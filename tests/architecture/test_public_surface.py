@@ -19,7 +19,8 @@ import pytest
 
 SURFACE: dict[str, list[str]] = {
     "rocketkafka": [
-        'AuthenticationError', 'AuthorizationError', 'AvroSerde', 'ConfigError', 'ConsumeFromWhere', 'ConsumeOrderlyStatus', 'ConsumeStatus',
+        'AsyncProducer', 'AuthenticationError', 'AuthorizationError', 'AvroSerde', 'ConfigError', 'ConsumeFromWhere',
+        'ConsumeOrderlyStatus', 'ConsumeStatus',
         'ConsumerOptions', 'DelayConfig', 'DelayError', 'IdempotentConsumer', 'InvalidTopicNameError', 'LockError', 'Message',
         'MessageError', 'MessageExt', 'MessageModel', 'MessageSelector', 'MessageTooLargeError', 'Producer',
         'PushConsumer', 'RedisAuthError', 'RedisUnavailableError', 'RegistryAvroSerde', 'RocketKafkaError', 'SelectorError', 'SelectorSyntaxError', 'SendError', 'SendResult',
