@@ -4,8 +4,9 @@ A thin door over :class:`~rocketkafka.producer.Producer` (same arguments, same c
 records): a send hands the record to librdkafka on the event loop's thread and returns a future
 that the acknowledgement resolves, so one task may keep thousands of sends in flight
 (``asyncio.gather``) where :meth:`Producer.send_sync` waits for each. Acknowledgements are served
-by one thread per producer, which polls librdkafka only while sends are in flight and hands each
-result to the loop that awaits it (``call_soon_threadsafe``).
+by one thread per producer, which polls librdkafka only while sends are in flight and hands the
+results of each poll to their loop in one call (``call_soon_threadsafe``: one wake-up of the loop
+per poll, not per message).
 
 Sends need the topic's partition count (to check the topic exists, to route delayed, selected and
 sharded sends); the first send to a topic asks the broker on a worker thread (``asyncio.to_thread``),
@@ -26,6 +27,8 @@ import threading
 import time
 from typing import Any
 
+from confluent_kafka import KafkaError
+
 from rocketkafka.errors import StateError
 from rocketkafka.message import Message, SendResult, SendStatus, require_message
 from rocketkafka.producer import Producer
@@ -39,6 +42,9 @@ ACK_POLL_S = 0.05
 #: A topic's partition count is looked up again (on a worker thread) this long after the last look-up (s): before
 #: the producer's own cache of it ages out (30 s), so no send on the loop waits for the broker.
 FRESH_S = 25.0
+
+#: One acknowledgement: the future, the message, and librdkafka's report (the message written, or the error).
+_Ack = tuple["asyncio.Future[SendResult]", Message, Any]
 
 
 class AsyncProducer:
@@ -55,19 +61,20 @@ class AsyncProducer:
     def __init__(self, group_id: str, config: dict[str, Any] | None = None, **options: Any) -> None:
         self.producer = Producer(group_id, config, **options)
         self._in_flight = 0
-        self._count = threading.Lock()
+        self._count = threading.Lock()  # guards _in_flight and _acks
+        self._acks: dict[asyncio.AbstractEventLoop, list[_Ack]] = {}  # results not yet handed to their loop
         self._wake = threading.Event()
         self._closing = False
-        self._acks: threading.Thread | None = None
+        self._thread: threading.Thread | None = None
         self._fresh: dict[str, float] = {}  # topic -> until when the producer's partition count of it is fresh
 
     async def start(self) -> None:
         """Connect (on a worker thread: the broker's first answer may take a while)."""
         await asyncio.to_thread(self.producer.start)
         self._closing = False
-        self._acks = threading.Thread(target=self._serve_acks, name=f"rk-aio-acks-{self.producer.group_id}",
-                                      daemon=True)
-        self._acks.start()
+        self._thread = threading.Thread(target=self._serve_acks, name=f"rk-aio-acks-{self.producer.group_id}",
+                                        daemon=True)
+        self._thread.start()
 
     async def shutdown(self, timeout: float = 30.0) -> None:
         """Wait (up to ``timeout`` s) for the sends in flight, then close."""
@@ -80,96 +87,121 @@ class AsyncProducer:
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
-    async def send(self, msg: Message, selector: Selector | None = None, arg: Any = None, *,
-                   sharding_key: str | None = None) -> SendResult:
-        """Send ``msg`` and return its :class:`SendResult` once the broker acknowledged it.
+    def send(self, msg: Message, selector: Selector | None = None, arg: Any = None, *,
+             sharding_key: str | None = None) -> asyncio.Future[SendResult]:
+        """Send ``msg``; the returned future gives its :class:`SendResult` once the broker acknowledged it.
 
         ``selector(partitions, msg, arg)`` picks the partition, ``sharding_key`` sends it orderly (the
         partition of that key, as :meth:`Producer.send_orderly`); a delayed message (``delay_time_level``,
-        ``deliver_at``, ``delay``) goes through the delay levels as with the sync producer.
+        ``deliver_at``, ``delay``) goes through the delay levels as with the sync producer. A future, not a
+        coroutine: ``asyncio.gather`` of thousands of sends makes no task per send.
 
-        Raises:
-            MessageError, TopicNotFoundError, SelectorError, DelayError: nothing was sent.
-            SendError: the broker refused it or did not acknowledge it within the send timeout.
+        Raises (here, nothing sent):
+            MessageError, SelectorError, DelayError: the message cannot be sent as given.
             StateError: the producer is not started.
+            TypeError: ``msg`` is not a :class:`Message`.
+
+        The future fails with :class:`~rocketkafka.errors.SendError` (refused, or no acknowledgement within the
+        send timeout) or, for a topic looked up first, :class:`~rocketkafka.errors.TopicNotFoundError`.
         """
         require_message(msg, "send")
-        if self._acks is None or self._closing:
+        if self._thread is None or self._closing:
             raise StateError("async producer not started: use `async with AsyncProducer(...)` or await start()")
-        sender = self.producer.sender
         if self._fresh.get(msg.topic, 0.0) < time.monotonic():  # the loop never waits for a topic look-up
-            await asyncio.to_thread(sender.partitions, msg.topic, self.producer.send_timeout)
-            self._fresh[msg.topic] = time.monotonic() + FRESH_S
+            return asyncio.ensure_future(self._send_after_lookup(msg, selector, arg, sharding_key))
+        return self._send_now(msg, selector, arg, sharding_key)
+
+    async def _send_after_lookup(self, msg: Message, selector: Selector | None, arg: Any,
+                                 sharding_key: str | None) -> SendResult:
+        await asyncio.to_thread(self.producer.sender.partitions, msg.topic, self.producer.send_timeout)
+        self._fresh[msg.topic] = time.monotonic() + FRESH_S
+        return await self._send_now(msg, selector, arg, sharding_key)
+
+    def _send_now(self, msg: Message, selector: Selector | None, arg: Any,
+                  sharding_key: str | None) -> asyncio.Future[SendResult]:
+        sender = self.producer.sender
         loop = asyncio.get_running_loop()
         future: asyncio.Future[SendResult] = loop.create_future()
-        record = sender.prepare(msg, selector, arg, sharding_key=sharding_key) if selector is not None or \
-            sharding_key is not None else None
+        record = None if selector is None and sharding_key is None else \
+            sender.prepare(msg, selector, arg, sharding_key=sharding_key)
 
         def delivered(err: Any, kmsg: Any) -> None:  # the acknowledgement thread (or the loop's, queue full)
-            self._landed()
-            try:
-                if err is None:  # the result is made on the loop: msg.id is set once produce returned, before it
-                    loop.call_soon_threadsafe(_settle, future, msg, kmsg.topic(), kmsg.partition(), kmsg.offset())
-                else:
-                    loop.call_soon_threadsafe(_fail, future, Sender.result_error(msg.topic, err, sender.principal))
-            except RuntimeError:  # the loop was closed before the acknowledgement came: nobody awaits it
-                pass
+            with self._count:  # as little as can be here: the result is made on the loop
+                self._in_flight -= 1
+                self._acks.setdefault(loop, []).append((future, msg, kmsg if err is None else err))
 
         with self._count:
             self._in_flight += 1
+            first = self._in_flight == 1
         try:
             if record is None:
                 sender.produce_message(msg, delivered)
             else:
                 sender.produce(record, delivered)
         except BaseException:
-            self._landed()
+            with self._count:
+                self._in_flight -= 1
             raise
-        self._wake.set()
-        return await future
+        if first:  # the acknowledgement thread may be asleep
+            self._wake.set()
+        return future
 
     # -- the acknowledgement thread -------------------------------------------------------------------------
-    def _landed(self) -> None:
-        with self._count:
-            self._in_flight -= 1
-
     def _serve_acks(self) -> None:
-        """Poll librdkafka while sends are in flight; sleep on the wake event otherwise."""
+        """Poll librdkafka while sends are in flight, handing each poll's results to their loops; sleep on the
+        wake event otherwise."""
         kafka = self.producer.sender.kafka
         while not self._closing:
             if not self._in_flight:
                 self._wake.wait(1.0)
                 self._wake.clear()
+                self._hand_over()  # results served on a loop's own thread (a full queue) while none was in flight
                 continue
             try:
                 kafka.poll(ACK_POLL_S)
             except Exception:  # a fatal producer error: its sends' reports still come (failed), so keep serving
                 log.exception("async producer %s: serving acknowledgements failed", self.producer.group_id)
                 time.sleep(ACK_POLL_S)
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        """The results gathered so far, to their loops: one wake-up each."""
+        with self._count:
+            if not self._acks:
+                return
+            acks, self._acks = self._acks, {}
+        for loop, batch in acks.items():
+            try:
+                loop.call_soon_threadsafe(_settle, batch, self.producer.sender.principal)
+            except RuntimeError:  # the loop was closed before its acknowledgements came: nobody awaits them
+                pass
 
     def _close(self, timeout: float) -> None:
         self._closing = True
         self._wake.set()
-        if self._acks is not None:
-            self._acks.join()
-            self._acks = None
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
         try:
             self.producer.flush(timeout)  # serves the last acknowledgements on this thread
         except StateError:  # never started
             pass
+        self._hand_over()
         self.producer.shutdown()
 
 
-def _settle(future: asyncio.Future[SendResult], msg: Message, topic: str, partition: int, offset: int) -> None:
-    """Resolve ``future`` on its loop, unless its awaiting task was cancelled (the topic is where the record went,
-    a delay level's for a delayed message, as :meth:`Producer.send_sync` says)."""
-    if not future.done():
-        future.set_result(SendResult(_OK, str(msg.id), offset, topic, partition))
-
-
-def _fail(future: asyncio.Future[SendResult], error: BaseException) -> None:
-    if not future.done():
-        future.set_exception(error)
+def _settle(acks: list[_Ack], principal: str | None) -> None:
+    """Resolve each future on its loop, unless its awaiting task was cancelled (the topic is where the record went,
+    a delay level's for a delayed message, as :meth:`Producer.send_sync` says; ``msg.id`` was set when the send
+    returned, before any acknowledgement reaches the loop)."""
+    ok, result = _OK, SendResult
+    for future, msg, report in acks:
+        if future.done():
+            continue
+        if isinstance(report, KafkaError):
+            future.set_exception(Sender.result_error(msg.topic, report, principal))
+        else:
+            future.set_result(result(ok, msg.id, report.offset(), report.topic(), report.partition()))
 
 
 _OK = SendStatus.OK
