@@ -33,6 +33,7 @@ from rocketkafka.errors import StateError
 from rocketkafka.message import Message, SendResult, SendStatus, require_message
 from rocketkafka.producer import Producer
 from rocketkafka.queue_selectors import Selector
+from rocketkafka.record import Record
 from rocketkafka.sender import Sender
 
 log = logging.getLogger(__name__)
@@ -43,8 +44,9 @@ ACK_POLL_S = 0.05
 #: the producer's own cache of it ages out (30 s), so no send on the loop waits for the broker.
 FRESH_S = 25.0
 
-#: One acknowledgement: the future, the message, and librdkafka's report (the message written, or the error).
-_Ack = tuple["asyncio.Future[SendResult]", Message, Any]
+#: One acknowledgement: the future, [message id, topic] of the send, and librdkafka's report (the message written,
+#: or the error).
+_Ack = tuple["asyncio.Future[SendResult]", list[str], Any]
 
 
 class AsyncProducer:
@@ -67,6 +69,8 @@ class AsyncProducer:
         self._closing = False
         self._thread: threading.Thread | None = None
         self._fresh: dict[str, float] = {}  # topic -> until when the producer's partition count of it is fresh
+        self._queued: dict[str, int] = {}  # topic -> sends waiting off the loop (later sends queue behind them)
+        self._queues: dict[str, asyncio.Lock] = {}  # topic -> the order of those sends
 
     async def start(self) -> None:
         """Connect (on a worker thread: the broker's first answer may take a while)."""
@@ -107,35 +111,64 @@ class AsyncProducer:
         require_message(msg, "send")
         if self._thread is None or self._closing:
             raise StateError("async producer not started: use `async with AsyncProducer(...)` or await start()")
-        if self._fresh.get(msg.topic, 0.0) < time.monotonic():  # the loop never waits for a topic look-up
-            return asyncio.ensure_future(self._send_after_lookup(msg, selector, arg, sharding_key))
+        topic = msg.topic
+        delayed = msg.delay_time_level or msg.deliver_at is not None or msg.delay is not None
+        if delayed or self._queued.get(topic) or self._fresh.get(topic, 0.0) < time.monotonic():
+            # off the loop: a topic look-up, or a delayed message's routing (it may create the level topics);
+            # sends to the topic queue up behind it in order, so a sharding key's order holds
+            self._queued[topic] = self._queued.get(topic, 0) + 1
+            left = [False]  # the queue, once this send is on its way (or failed, or was cancelled, maybe unstarted)
+            task = asyncio.ensure_future(self._send_queued(msg, selector, arg, sharding_key, bool(delayed), left))
+            task.add_done_callback(lambda _task: self._leave_queue(topic, left))
+            return task
         return self._send_now(msg, selector, arg, sharding_key)
 
-    async def _send_after_lookup(self, msg: Message, selector: Selector | None, arg: Any,
-                                 sharding_key: str | None) -> SendResult:
-        await asyncio.to_thread(self.producer.sender.partitions, msg.topic, self.producer.send_timeout)
-        self._fresh[msg.topic] = time.monotonic() + FRESH_S
-        return await self._send_now(msg, selector, arg, sharding_key)
+    async def _send_queued(self, msg: Message, selector: Selector | None, arg: Any, sharding_key: str | None,
+                           delayed: bool, left: list[bool]) -> SendResult:
+        topic, sender = msg.topic, self.producer.sender
+        async with self._queue_of(topic):  # asyncio's locks wake their waiters in order
+            if self._fresh.get(topic, 0.0) < time.monotonic():
+                await asyncio.to_thread(sender.look_up, topic, self.producer.send_timeout)
+                self._fresh[topic] = time.monotonic() + FRESH_S
+            record = await asyncio.to_thread(sender.prepare, msg, selector, arg, sharding_key) if delayed else None
+            if self._closing:
+                raise StateError("async producer shut down before the send")
+            future = self._send_now(msg, selector, arg, sharding_key, record)
+            self._leave_queue(topic, left)  # on its way: later sends to the topic need not queue for it
+        return await future
 
-    def _send_now(self, msg: Message, selector: Selector | None, arg: Any,
-                  sharding_key: str | None) -> asyncio.Future[SendResult]:
+    def _leave_queue(self, topic: str, left: list[bool]) -> None:
+        if not left[0]:
+            left[0] = True
+            self._queued[topic] -= 1
+
+    def _queue_of(self, topic: str) -> asyncio.Lock:
+        lock = self._queues.get(topic)
+        if lock is None:
+            lock = self._queues[topic] = asyncio.Lock()
+        return lock
+
+    def _send_now(self, msg: Message, selector: Selector | None, arg: Any, sharding_key: str | None,
+                  record: Record | None = None) -> asyncio.Future[SendResult]:
         sender = self.producer.sender
         loop = asyncio.get_running_loop()
         future: asyncio.Future[SendResult] = loop.create_future()
-        record = None if selector is None and sharding_key is None else \
-            sender.prepare(msg, selector, arg, sharding_key=sharding_key)
+        if record is None and (selector is not None or sharding_key is not None):
+            record = sender.prepare(msg, selector, arg, sharding_key=sharding_key)
+        # the id this send gave (the Message object may be sent again before this one's result) and its topic
+        sent = [record.msg_id if record is not None else "", msg.topic]
 
         def delivered(err: Any, kmsg: Any) -> None:  # the acknowledgement thread (or the loop's, queue full)
             with self._count:  # as little as can be here: the result is made on the loop
                 self._in_flight -= 1
-                self._acks.setdefault(loop, []).append((future, msg, kmsg if err is None else err))
+                self._acks.setdefault(loop, []).append((future, sent, kmsg if err is None else err))
 
         with self._count:
             self._in_flight += 1
             first = self._in_flight == 1
         try:
             if record is None:
-                sender.produce_message(msg, delivered)
+                sent[0] = sender.produce_message(msg, delivered)
             else:
                 sender.produce(record, delivered)
         except BaseException:
@@ -192,16 +225,16 @@ class AsyncProducer:
 
 def _settle(acks: list[_Ack], principal: str | None) -> None:
     """Resolve each future on its loop, unless its awaiting task was cancelled (the topic is where the record went,
-    a delay level's for a delayed message, as :meth:`Producer.send_sync` says; ``msg.id`` was set when the send
+    a delay level's for a delayed message, as :meth:`Producer.send_sync` says; the send's id was set when it
     returned, before any acknowledgement reaches the loop)."""
     ok, result = _OK, SendResult
-    for future, msg, report in acks:
+    for future, sent, report in acks:
         if future.done():
             continue
         if isinstance(report, KafkaError):
-            future.set_exception(Sender.result_error(msg.topic, report, principal))
+            future.set_exception(Sender.result_error(sent[1], report, principal))
         else:
-            future.set_result(result(ok, msg.id, report.offset(), report.topic(), report.partition()))
+            future.set_result(result(ok, sent[0], report.offset(), report.topic(), report.partition()))
 
 
 _OK = SendStatus.OK

@@ -114,6 +114,24 @@ class Sender:
         self.assume_partitions(topic, count)
         return count
 
+    def look_up(self, topic: str, timeout: float | None = None) -> int:
+        """:meth:`partitions`, asking the broker even while a count is cached (a caller that keeps the cache fresh
+        off its own thread: the asyncio producer).
+
+        Raises:
+            TopicNotFoundError, SendError: as :meth:`partitions`.
+        """
+        try:
+            count = self.admin.partitions(topic, timeout=min(10.0, self.send_timeout) if timeout is None else timeout)
+        except BrokerUnavailableError as exc:
+            cached = self._partitions.get(topic)
+            if cached is not None:  # an outage: go on with the last count for a while, as partitions() does
+                self.assume_partitions(topic, cached[1], 1.0)
+                return cached[1]
+            raise SendError(topic, str(exc), exc.error, retriable=True) from exc
+        self.assume_partitions(topic, count)
+        return count
+
     def existing(self, topic: str) -> int:
         """``topic``'s partition count, or -1 when no broker answers (the record may wait in librdkafka's queue
         for one: its partitioner places it when metadata arrives). Never waits long for a broker that is down.

@@ -250,7 +250,8 @@ class Scheduler:
                   "its queue is rebuilt from the claim's batches (shard: %s; claim: cut=%s revoked=%s out=%d "
                   "batches=%s)", work.tp, shard.batches[0], work.first_open(), list(shard.batches)[:4], work.cut,
                   work.revoked, work.out, list(work.batches)[:6])
-        shard.batches = deque(b for b in work.batches if b.index < len(b.records) and b.shard is shard.key)
+        shard.batches = deque(b for b in work.batches if b.index < len(b.records) and b.shard is shard.key
+                              and work.may_start(b.records[b.index].offset()))
         shard.fed = 0
 
     def _feed(self, shard: Shard) -> None:

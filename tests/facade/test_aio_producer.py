@@ -68,7 +68,7 @@ def test_bad_input_raises_before_anything_is_sent(rk_settings, rk_topic):
     assert read_all(rk_settings.bootstrap_servers, topic) == []
 
 
-def test_a_cancelled_send_leaves_no_pending_task_and_shutdown_waits_for_what_is_in_flight(rk_settings, rk_topic):
+def test_a_cancelled_send_drops_only_its_result(rk_settings, rk_topic):
     topic = rk_topic(partitions=1)
 
     async def main():
@@ -85,3 +85,25 @@ def test_a_cancelled_send_leaves_no_pending_task_and_shutdown_waits_for_what_is_
         done = asyncio.run(main())
     assert isinstance(done[0], asyncio.CancelledError) and all(r.offset >= 0 for r in done[1:])
     assert len(read_all(rk_settings.bootstrap_servers, topic)) == 51  # a cancelled send still reaches Kafka
+
+
+def test_a_sharding_keys_order_holds_across_a_topic_look_up_and_each_send_has_its_own_id(rk_settings, rk_topic):
+    """Sends made while the topic is looked up (off the loop) queue in order; later ones wait behind them."""
+    topic = rk_topic(partitions=4)
+
+    async def main():
+        async with AsyncProducer("pg", settings=rk_settings) as producer:
+            first = [producer.send(Message(topic, body=b"%d" % i), sharding_key="k") for i in range(100)]
+            await asyncio.sleep(0)
+            later = [producer.send(Message(topic, body=b"%d" % i), sharding_key="k") for i in range(100, 200)]
+            again = Message(topic, body=b"same object")
+            twice = [producer.send(again, sharding_key="k"), producer.send(again, sharding_key="k")]
+            return await asyncio.gather(*first, *later), await asyncio.gather(*twice)
+
+    ordered, twice = asyncio.run(main())
+    assert len({r.queue_id for r in ordered}) == 1
+    by_offset = sorted((r.offset, i) for i, r in enumerate(ordered))
+    assert [i for _, i in by_offset] == list(range(200))
+    assert twice[0].msg_id != twice[1].msg_id
+    written = {MessageExt.of(r).decode().id for r in read_all(rk_settings.bootstrap_servers, topic)}
+    assert {twice[0].msg_id, twice[1].msg_id} <= written
