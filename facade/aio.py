@@ -106,7 +106,8 @@ class AsyncProducer:
             TypeError: ``msg`` is not a :class:`Message`.
 
         The future fails with :class:`~rocketkafka.errors.SendError` (refused, or no acknowledgement within the
-        send timeout) or, for a topic looked up first, :class:`~rocketkafka.errors.TopicNotFoundError`.
+        send timeout); a send that first waited off the loop (the topic's look-up, a delayed message's routing)
+        reports there what it found instead: :class:`~rocketkafka.errors.TopicNotFoundError`, a message error.
         """
         require_message(msg, "send")
         if self._thread is None or self._closing:
