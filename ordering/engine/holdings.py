@@ -77,8 +77,7 @@ def take(engine: Holder, won: dict[TP, int | None]) -> None:
     """Start a claim on every lock ``won`` (with its fencing token) and assign its partitions.
 
     Raises:
-        KafkaException: the broker cannot name the committed offsets now, or the client refused the assignment;
-            nothing changed.
+        KafkaException: the broker cannot name the committed offsets now; nothing changed.
     """
     covered = {lock: engine.step.partitions_of(lock) for lock in sorted(won)}
     every = [tp for partitions in covered.values() for tp in partitions]
@@ -89,9 +88,7 @@ def take(engine: Holder, won: dict[TP, int | None]) -> None:
         raise KafkaException(failed[0])
     committed = {(tp.topic, tp.partition): tp.offset for tp in answer}
     starts = _starts(engine, every, committed)
-    # nothing changes before the client took the assignment: a refusal leaves the engine as it was (claims made
-    # first would stay owned, their locks given back)
-    engine.kafka.incremental_assign([TopicPartition(*tp, starts[tp]) for tp in every])
+    assignment = []  # nothing changes above this line: a broker error leaves the engine as it was
     for lock, partitions in covered.items():
         offsets = {tp: starts[tp] for tp in partitions}
         context = ClaimContext(lock, partitions, won[lock], offsets, _validity(engine._locks, lock),
@@ -102,7 +99,9 @@ def take(engine: Holder, won: dict[TP, int | None]) -> None:
         engine._owned[lock] = owned
         for tp in partitions:
             engine._by_tp[tp] = owned
+            assignment.append(TopicPartition(*tp, offsets[tp]))
     engine._ambiguous = shared_numbers(engine._by_tp)
+    engine.kafka.incremental_assign(assignment)
     log.info("%s took %s", engine.name, sorted(won))
     if engine.on_assigned is not None:
         engine.on_assigned(sorted(won))
