@@ -107,12 +107,7 @@ class Sender:
             fresh = self.topics.lookup(topic)
             self.assume_partitions(topic, cached[1] if fresh is None else fresh, 30.0 if fresh else 1.0)
             return cached[1] if fresh is None else fresh
-        try:
-            count = self.admin.partitions(topic, timeout=min(10.0, self.send_timeout) if timeout is None else timeout)
-        except BrokerUnavailableError as exc:
-            raise SendError(topic, str(exc), exc.error, retriable=True) from exc
-        self.assume_partitions(topic, count)
-        return count
+        return self.look_up(topic, timeout)  # never counted: ask the broker
 
     def look_up(self, topic: str, timeout: float | None = None) -> int:
         """:meth:`partitions`, asking the broker even while a count is cached (a caller that keeps the cache fresh
