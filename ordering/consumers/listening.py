@@ -24,8 +24,15 @@ concurrent listener                          orderly (partition or key) listener
                                              it resolves; later records go on meanwhile
 ===========================================  ==========================================
 
+An ``async def`` listener (or an object whose ``__call__`` is one) answers the same from its
+coroutine, which runs on an event loop (:mod:`~rocketkafka.ordering.consumers.async_listening`);
+the worker waits for it and acts on its answer here. Orderly, the next record of the queue (or
+key) starts only once the coroutine before it finished -- a coroutine is awaited, not
+pipelined as a returned future is. A coroutine cancelled (its partition's lock was lost, or
+shutdown) answers nothing: its record is neither committed nor retried, but delivered again.
+
 Anything else (``"garbage"``, ``True``, an orderly status from a concurrent listener,
-a coroutine) is a bug in the listener: it is logged as an error once per kind and
+a coroutine returned by a plain function) is a bug in the listener: it is logged as an error once per kind and
 counts as a failure, so the message is retried and, in the end, dead-lettered -- never
 silently committed. After ``max_reconsume_times`` failures a message goes to the
 dead-letter topic and its partition (or key) moves on.
@@ -50,6 +57,7 @@ from rocketkafka.headers import unreadable_header
 from rocketkafka.logs import message_fields
 from rocketkafka.message import ConsumeOrderlyStatus, ConsumeStatus, MessageExt, Suspend
 from rocketkafka.ordering.work.failures import FailurePolicy, malformed
+from rocketkafka.ordering.consumers.async_listening import CANCELLED, ListenerLoop, waited
 from rocketkafka.ordering.consumers.futures import all_of, is_future
 from rocketkafka.ordering.work.lanes import LOCK_RECHECK_MS, Outcome, Run
 from rocketkafka.ordering.consumers.message_batch import BatchFailure, MessageBatch
@@ -74,11 +82,15 @@ class ListenerHandler:
         orderly: partition or key order (statuses and futures as the table says).
         max_reconsume_times: failures after which a message is dead-lettered.
         suspend_ms: orderly: pause after a failure.
+        runner: the event loop of ``async def`` listeners (``None``: none subscribed).
+        in_flight: concurrent async listeners: coroutines of one partition running at once.
     """
 
     def __init__(self, subscriptions: Subscriptions, policy: FailurePolicy, *, orderly: bool,
-                 max_reconsume_times: int, suspend_ms: int) -> None:
+                 max_reconsume_times: int, suspend_ms: int, runner: ListenerLoop | None = None,
+                 in_flight: int = 64) -> None:
         self.subscriptions, self.policy, self.orderly = subscriptions, policy, orderly
+        self.runner, self.in_flight = runner, in_flight
         self.max_reconsume_times, self.suspend_ms = max_reconsume_times, suspend_ms
         self._warned: set[tuple[int, str]] = set()
         self._filters: dict[str, RecordFilter | None] = {}
@@ -102,7 +114,8 @@ class ListenerHandler:
             end, futures, pause = self._retry_copies(run, start)
         else:
             sub = self.subscriptions.by_topic[topic]  # the engine fetches only subscribed topics
-            through = self._batches if sub.batch_size else self._messages
+            through = self._batches if sub.batch_size else self._async_messages if sub.asynchronous \
+                else self._messages
             end, futures, pause = through(run, sub, start, run.stop, None)
         return Outcome(end - start, all_of(futures), pause)
 
@@ -181,7 +194,8 @@ class ListenerHandler:
                     f"retry copy of topic {topic!r}, which this group does not subscribe"))
                 i += 1
                 continue
-            end, futures, pause = self._messages(run, sub, i, i + 1, topic)
+            through = self._async_messages if sub.asynchronous else self._messages
+            end, futures, pause = through(run, sub, i, i + 1, topic)
             if end == i or futures or pause is not None:
                 return end, futures, pause
             i = end
@@ -213,10 +227,15 @@ class ListenerHandler:
             if not chosen:
                 i = j
                 continue
-            try:
-                status = sub.listener(MessageBatch(chosen, topic))
-            except Exception as exc:
-                status = exc
+            if sub.asynchronous:
+                status = self._awaited(run, sub, [MessageBatch(chosen, topic)])[0]
+                if status is CANCELLED:  # the lock was lost, or shutdown: the batch runs again elsewhere
+                    return i, None, LOCK_RECHECK_MS
+            else:
+                try:
+                    status = sub.listener(MessageBatch(chosen, topic))
+                except Exception as exc:
+                    status = exc
             if status is None or status is _CONSUME_SUCCESS or status is _SUCCESS:
                 i = j
                 continue
@@ -241,6 +260,61 @@ class ListenerHandler:
                 self.policy.failed(MessageExt.of(record, topic), reason)
             i = j
         return i, None, None
+
+    def _async_messages(self, run: Run, sub: Subscription, i: int, n: int,
+                        topic: str | None) -> tuple[int, list[Any] | None, int | None]:
+        """``records[i:n]`` through an ``async def`` listener: orderly, each coroutine awaited before the
+        next record starts; concurrent, the run's coroutines started together (at most ``in_flight`` of a
+        partition running), then their answers taken in offset order."""
+        selects = self._filter(sub)
+        started: list[tuple[int, MessageExt]] = []
+        for j in range(i, n):
+            record = run.records[j]
+            if selects is not None and not selects(record):
+                continue
+            msg = MessageExt.of(record, topic)
+            if not run.still_ours():  # those started before go on to their answers; this one waits
+                stopped = self._settle(run, sub, started)
+                return stopped or (j, None, LOCK_RECHECK_MS)
+            if record.headers():
+                try:
+                    msg.decode()
+                except MalformedRecordError as garbled:
+                    self.policy.dead_letter_raw(record, garbled)
+                    continue
+            if run.retried and self._given_up(run, msg):
+                continue
+            started.append((j, msg))
+            if self.orderly and (stopped := self._settle(run, sub, started)) is not None:
+                return stopped
+        return self._settle(run, sub, started) or (n, None, None)
+
+    def _settle(self, run: Run, sub: Subscription,
+                started: list[tuple[int, MessageExt]]) -> tuple[int, None, int | None] | None:
+        """Run the coroutines of ``started`` and act on their answers; where to stop, or ``None`` to go on."""
+        if not started:
+            return None
+        answers = self._awaited(run, sub, [msg for _, msg in started])
+        for (j, msg), status in zip(started, answers):
+            if status is CANCELLED:  # not handled: neither committed nor retried here
+                return j, None, LOCK_RECHECK_MS
+            if is_future(status):  # a coroutine answering with a future: its answer is that future's
+                status = waited(self.runner, [status], run.still_ours)[0]  # type: ignore[arg-type]
+            if not (status is None or status is _CONSUME_SUCCESS or status is _SUCCESS):
+                pause = self._answer(run, msg, status)
+                if pause is not None:
+                    return j, None, pause
+            if run.exact:
+                run.done = j + 1
+        started.clear()
+        return None
+
+    def _awaited(self, run: Run, sub: Subscription, args: list[Any]) -> list[Any]:
+        """The answers of ``sub``'s coroutine listener for ``args``, once all of them finished."""
+        runner = self.runner
+        assert runner is not None, "an async subscription needs the consumer's listener loop"
+        gate = None if self.orderly else run.work.tp  # orderly: one at a time already
+        return waited(runner, runner.submit(sub.listener, args, gate, self.in_flight), run.still_ours)
 
     # -- answers -----------------------------------------------------------------------------
     def _answer(self, run: Run, msg: MessageExt, status: Any) -> Any:
@@ -312,8 +386,8 @@ class ListenerHandler:
             return None if status == 0 else "listener returned RECONSUME_LATER"
         if hasattr(status, "__await__"):
             getattr(status, "close", lambda: None)()
-            self._warn(status, "returned a coroutine: async listeners are not run (subscribe refuses "
-                               "async def); counted as a failure")
+            self._warn(status, "that is a plain function returned a coroutine, which is not awaited (subscribe "
+                               "an async def, or an object whose __call__ is one); counted as a failure")
             return "listener returned a coroutine"
         self._warn(status, f"returned {status!r} ({type(status).__name__}), which is not a consume status; "
                            "counted as a failure (return None or CONSUME_SUCCESS for success)")

@@ -19,8 +19,8 @@ drained, committed, then unlocked, so a graceful change re-delivers nothing.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-import inspect
 import logging
 import sys
 import traceback
@@ -35,6 +35,7 @@ from rocketkafka.message_selector import MessageSelector
 from rocketkafka.names import check_group_name, check_topic_name
 from rocketkafka.ordering.group.allocation import AllocationStrategy
 from rocketkafka.exactly_once import require_exactly_once
+from rocketkafka.ordering.consumers.async_listening import AsyncShutdown, ListenerLoop, is_async_listener
 from rocketkafka.ordering.consumers.batch_step import BatchStep, batch_step
 from rocketkafka.ordering.consumers.exactly_once_consumer import TransactionalSender, listener_in_transactions
 from rocketkafka.ordering.engine.engine import OwnershipEngine
@@ -50,7 +51,7 @@ from rocketkafka.ordering.work.lanes import BatchHandler
 from rocketkafka.ordering.work.partition import ByKey, Chunker, Serial, Unordered
 from rocketkafka.ordering.consumers.transactions import PartitionTransactions, transactional_id_prefix
 from rocketkafka.ordering.group.presence import DELAY_FORWARDER, Presence
-from rocketkafka.ordering.consumers.subscriptions import Subscription, Subscriptions
+from rocketkafka.ordering.consumers.subscriptions import Subscription, Subscriptions, selector_of
 from rocketkafka.ordering.consumers.tracing import ListenerTrace
 from rocketkafka.retry import Reconsumer
 from rocketkafka.schedule.routing import retry_backoff
@@ -62,7 +63,7 @@ from rocketkafka.upstream_setters import ConnectionSetters
 log = logging.getLogger(__name__)
 
 
-class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
+class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext, AsyncShutdown):
     """Consume topics with RocketMQ semantics; the listener is called once per message (or per batch).
 
     Parameters:
@@ -85,10 +86,13 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
             (clustering only; each partition then runs one batch at a time:
             :mod:`~rocketkafka.ordering.consumers.exactly_once_consumer`). ``start()`` refuses it on a broker whose
             read_committed readers see aborted records (Tansu).
+        loop: the loop ``async def`` listeners run on (the caller's); ``None``: one of the consumer's own, on a daemon
+            thread from ``start()`` to ``shutdown()`` (:mod:`~rocketkafka.ordering.consumers.async_listening`).
 
     The listener returns ``None`` (or ``CONSUME_SUCCESS``) for success, and returns
     ``RECONSUME_LATER`` or raises to have the message consumed again later; see
-    :mod:`rocketkafka.ordering.consumers.listening` for every answer in every mode.
+    :mod:`rocketkafka.ordering.consumers.listening` for every answer in every mode (an ``async def`` listener's
+    coroutine answers the same). ``async with PushConsumer(...)`` starts and shuts down off the loop.
 
     >>> c = PushConsumer("orders-app", {"bootstrap.servers": "..."}, redis_urls=[...])   # doctest: +SKIP
     >>> c.subscribe("orders", handle, expression="created || paid"); c.start()
@@ -99,7 +103,8 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
                  message_model: MessageModel = MessageModel.CLUSTERING,
                  options: ConsumerOptions | None = None,
                  allocation_strategy: AllocationStrategy | None = None, trace: bool = False,
-                 exactly_once: bool = False, **overrides: Any) -> None:
+                 exactly_once: bool = False, loop: asyncio.AbstractEventLoop | None = None,
+                 **overrides: Any) -> None:
         self.group_id = check_group_name(group_id, "consumer group")
         self._config, self._redis_urls = dict(config or {}), redis_urls
         if settings is None:
@@ -140,6 +145,7 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
         self._trace = trace
         self._tracer: Tracer | None = None
         self._start_failed = False  # start() raised: the consumer is closed for good
+        self._listeners_loop = ListenerLoop(loop, f"rk-listeners-{group_id}")
 
     # -- configuration ---------------------------------------------------------------------
     def _client_config(self) -> dict[str, Any]:
@@ -214,11 +220,12 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
                 with its position, comes from ``MessageSelector.by_sql`` itself).
             ConfigError: both ``expression`` and ``selector`` given, or ``selector`` is not a MessageSelector.
             InvalidTopicNameError: ``topic`` breaks a Kafka topic name rule (the error names it).
-            TypeError: ``callback`` is not callable, or is a coroutine function (not run here).
+            TypeError: ``callback`` is not callable.
+            ConfigError: an ``async def`` listener of a consumer with ``trace`` or ``exactly_once``.
             StateError: the consumer was started already.
             TopicNotFoundError: at :meth:`start`, when the topic does not exist.
         """
-        self._subscribe(topic, callback, _selector(expression, selector), 0)
+        self._subscribe(topic, callback, selector_of(expression, selector), 0)
 
     def subscribe_batch(self, topic: str, callback: BatchListener, expression: str | MessageSelector = "*",
                         max_batch_size: int = 32, *, selector: MessageSelector | None = None) -> None:
@@ -233,7 +240,7 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
         if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int) \
                 or not 1 <= max_batch_size <= 10_000:
             raise ConfigError(f"max_batch_size must be an int in 1..10000, got {max_batch_size!r}")
-        self._subscribe(topic, callback, _selector(expression, selector), max_batch_size)
+        self._subscribe(topic, callback, selector_of(expression, selector), max_batch_size)
 
     def _subscribe(self, topic: str, callback: Any, selector: MessageSelector, batch_size: int) -> None:
         if self._engine is not None:
@@ -243,12 +250,11 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
         check_topic_name(topic)  # a name Kafka refuses can never exist: say which rule, not "does not exist"
         if not callable(callback):
             raise TypeError(f"callback must be callable, got {type(callback).__name__}")
-        if inspect.iscoroutinefunction(callback) \
-                or inspect.iscoroutinefunction(getattr(callback, "__call__", None)):
-            raise TypeError(f"{getattr(callback, '__name__', callback)!r} is an async function, which a push "
-                            "consumer does not await: pass a plain function (an orderly listener may return "
-                            "a concurrent.futures.Future, e.g. from asyncio.run_coroutine_threadsafe)")
-        self._subscriptions.add(Subscription(topic, selector, callback, batch_size))
+        asynchronous = is_async_listener(callback)
+        if asynchronous and (self._trace or self.exactly_once):  # the trace wrapper sees a coroutine, not an answer;
+            # and a coroutine's sends would miss the worker thread's transaction
+            raise ConfigError(f"{'trace' if self._trace else 'exactly_once'}=True does not take async def listeners")
+        self._subscriptions.add(Subscription(topic, selector, callback, batch_size, asynchronous))
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -281,6 +287,8 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
                     self.group_id), group=self.group_id)  # first: a refusal leaves nothing behind
             if self._trace:
                 self._traced()
+            if any(sub.asynchronous for sub in self._subscriptions.by_topic.values()):
+                self._listeners_loop.start()  # its thread only for a consumer with an async def listener
             # broadcasting writes nothing: its producer asks for no producer id, which would need a WRITE grant
             self._sender = Sender(self.settings, {"enable.idempotence": False} if self.broadcasting else None)
             self._reconsumer = Reconsumer(self._sender, self.group_id, o.max_reconsume_times,
@@ -302,6 +310,7 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
                 self._transactions = None
             if self._tracer is not None:
                 self._tracer.close()
+            self._listeners_loop.close(0)
             # dropped, not only closed: a librdkafka client's threads live as long as its object, and the
             # engine holds the step, which holds the sender
             self._engine = self._sender = self._reconsumer = engine = None
@@ -362,7 +371,9 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
             RetryInPlace(self._reconsumer, durably) if self.orderly else SendBack(self._reconsumer, durably)
         handler = ListenerHandler(self._subscriptions, policy, orderly=self.orderly,
                                   max_reconsume_times=o.max_reconsume_times,
-                                  suspend_ms=o.suspend_current_queue_time_ms)
+                                  suspend_ms=o.suspend_current_queue_time_ms,
+                                  runner=self._listeners_loop,
+                                  in_flight=o.async_max_in_flight)
         chunker: Chunker = ByKey(o.consume_batch_size, order_key_of(o.order_key)) if self.keyed else \
             Serial(o.consume_batch_size) if self.orderly else Unordered(o.consume_batch_size)
         batch_handler: BatchHandler = handler
@@ -378,9 +389,10 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
 
     def shutdown(self, timeout: float = 30.0) -> None:
         """Leave gracefully: finish handlers in flight, commit, unlock, leave the group. Idempotent.
+        Coroutines in flight get ``timeout / 2`` to finish, then are cancelled (their records come again).
 
         Raises:
-            StateError: the consumer was never started.
+            StateError: the consumer was never started, or this runs on its async listeners' loop.
             ConsumerFailedError: its poll thread had died (resources are released all the same).
         """
         engine = self._engine
@@ -388,7 +400,9 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
             if self._start_failed:
                 return  # its failed start closed everything already
             raise StateError(f"{self._name} was never started; there is nothing to shut down")
+        self._listeners_loop.closing(timeout / 2)  # first: it raises when called on the listeners' loop
         engine.close(timeout)
+        self._listeners_loop.close(timeout / 2)
         if self._transactions is not None:
             self._transactions.close()
         if self._sender is not None:
@@ -434,17 +448,3 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
         self._engine.lifecycle.check(action)
         return self._engine
 
-
-def _selector(expression: str | MessageSelector, selector: MessageSelector | None) -> MessageSelector:
-    """The subscription's selector from ``subscribe``'s two ways of giving one."""
-    if selector is not None:
-        if not isinstance(selector, MessageSelector):
-            raise ConfigError(f"selector must be a MessageSelector (MessageSelector.by_sql / by_tag), "
-                              f"got {type(selector).__name__}")
-        if not (isinstance(expression, str) and expression.strip() in ("", "*")):
-            raise ConfigError(f"give either a tag expression or selector=, not both "
-                              f"({expression!r} and {selector!r})")
-        return selector
-    if isinstance(expression, MessageSelector):
-        return expression
-    return MessageSelector.by_tag(expression)

@@ -125,6 +125,9 @@ class ConsumerOptions(OwnershipOptions):
             into the body like ``$.order.id`` (see :mod:`rocketkafka.ordering.work.order_keys`).
         suspend_current_queue_time_ms: orderly: pause after a failure before the same message runs again.
         max_continuous_consume_ms: a worker yields a partition (or key) after this long, so others get turns.
+        async_max_in_flight: concurrent ``async def`` listeners: coroutines of one partition running at once
+            (orderly ones run one at a time per queue or key; see
+            :mod:`~rocketkafka.ordering.consumers.async_listening`).
         metrics: collect Prometheus series (``consumer.metrics``).
         metrics_port: collect them and serve them on ``/metrics`` at this port (``0``: a free one).
     """
@@ -140,6 +143,7 @@ class ConsumerOptions(OwnershipOptions):
     order_key: str = "partition"
     suspend_current_queue_time_ms: int = Field(1_000, ge=0)
     max_continuous_consume_ms: int = Field(60_000, gt=0)
+    async_max_in_flight: int = Field(64, ge=1, le=10_000)
     metrics: bool = False
     metrics_port: int | None = Field(None, ge=0, le=65_535)
 

@@ -15,7 +15,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Modules whose code runs on the workers.
-WORKER_SIDE = ["ordering/work/lanes.py", "ordering/consumers/listening.py", "delay/forward_handler.py"]
+WORKER_SIDE = ["ordering/work/lanes.py", "ordering/consumers/listening.py", "ordering/consumers/async_listening.py",
+               "delay/forward_handler.py"]
 #: Names through which batch state is reached.
 STATE = {"batch", "work", "shard", "shards", "claim", "batches", "failures", "unsettled"}
 MUTATORS = {"append", "appendleft", "pop", "popleft", "remove", "clear", "update", "setdefault", "extend", "add",

@@ -35,7 +35,7 @@ def _subscribe(callback=lambda m: None, topic: str = "orders", expression: str =
     PushConsumer("g", settings=SETTINGS, **kw).subscribe(topic, callback, expression)
 
 
-async def _async_listener(msg):  # a coroutine function: never awaited by a push consumer
+async def _async_listener(msg):  # a coroutine function: refused where its answer could not be traced
     return None
 
 
@@ -135,9 +135,12 @@ CASES = [
     Case("SQL selector: BETWEEN bounds reversed", lambda: MessageSelector.by_sql("a BETWEEN 10 AND 0"),
          "SelectorSyntaxError", "BETWEEN"),
     Case("listener: not callable", lambda: _subscribe(callback="handle"), "TypeError", "must be callable"),
-    Case("listener: async def", lambda: _subscribe(callback=_async_listener), "TypeError", "async function"),
-    Case("listener: object with async __call__", lambda: _subscribe(callback=_AsyncCallable()),
-         "TypeError", "async function"),
+    Case("listener: async def with trace", lambda: _subscribe(callback=_async_listener, trace=True),
+         "ConfigError", "trace=True does not take async def"),
+    Case("listener: async __call__ with exactly_once", lambda: _subscribe(callback=_AsyncCallable(), exactly_once=True),
+         "ConfigError", "exactly_once=True does not take async def"),
+    Case("listener loop: not an event loop", lambda: PushConsumer("g", settings=SETTINGS, loop=object()),
+         "TypeError", "must be an asyncio event loop"),
     Case("lifecycle: start without subscribe", lambda: PushConsumer("g", settings=SETTINGS).start(),
          "StateError", "subscribe to at least one topic"),
     Case("lifecycle: start after a failed start", _started_twice, "StateError", "start\\(\\) works once"),
