@@ -10,6 +10,7 @@ Owns:
   :mod:`~rocketkafka.ordering.consumers.subscriptions`, :mod:`~rocketkafka.ordering.consumers.selecting`
   (tag and SQL92 selectors), :mod:`~rocketkafka.ordering.consumers.message_batch` (what a batch listener
   gets), :mod:`~rocketkafka.ordering.consumers.futures` (what an orderly listener may return),
+  :mod:`~rocketkafka.ordering.consumers.async_listening` (the event loop of ``async def`` listeners),
   :mod:`~rocketkafka.ordering.consumers.tracing` (trace events);
 - exactly once: :mod:`~rocketkafka.ordering.consumers.exactly_once_consumer`,
   :mod:`~rocketkafka.ordering.consumers.transactional_runs`, :mod:`~rocketkafka.ordering.consumers.transactions`;

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import inspect
 import logging
 import threading
@@ -219,7 +220,7 @@ class ListenerLoop:
                 continue
             task = loop.create_task(_call(listener, arg, semaphore))
             self._tasks[future] = task
-            task.add_done_callback(lambda t, f=future: self._finish(t, f))
+            task.add_done_callback(functools.partial(self._finish, future=future))
 
     def _finish(self, task: asyncio.Task[Any], future: concurrent.futures.Future[Any]) -> None:
         del self._tasks[future]

@@ -91,6 +91,9 @@ class ListenerHandler:
                  in_flight: int = 64) -> None:
         self.subscriptions, self.policy, self.orderly = subscriptions, policy, orderly
         self.runner, self.in_flight = runner, in_flight
+        #: The scheduler runs no lane of this handler on the poll thread: a worker waiting for a coroutine is fine,
+        #: a poll thread waiting for one would stop fetching and renewing for as long as it awaits I/O.
+        self.off_poll_thread = any(sub.asynchronous for sub in subscriptions.by_topic.values())
         self.max_reconsume_times, self.suspend_ms = max_reconsume_times, suspend_ms
         self._warned: set[tuple[int, str]] = set()
         self._filters: dict[str, RecordFilter | None] = {}

@@ -125,6 +125,8 @@ class BatchHandler(Protocol):
     when it stops handing runs (what spans a lane's runs ends there:
     :mod:`~rocketkafka.ordering.consumers.transactional_runs`); a pause holds the shard's next lane back. Such a
     handler never runs on the poll thread.
+    So does one whose ``off_poll_thread`` is true (it waits for coroutines:
+    :mod:`~rocketkafka.ordering.consumers.async_listening`).
     """
 
     def handle(self, run: Run) -> Outcome:

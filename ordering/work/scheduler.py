@@ -99,8 +99,10 @@ class Scheduler:
         self._per_record_s = float("inf")  # recent handler time per record (unknown: workers first)
         self._slow_until = 0.0  # also set by the timer thread on a stall: a hint, not batch state
         # a handler that ends something when its lane ends (a transaction's commit, ~90 ms) never runs on the
-        # poll thread: inline lanes end every few ms
-        self._on_stall = on_stall if getattr(handler, "lane_ended", None) is None else None
+        # poll thread: inline lanes end every few ms; nor does one that says ``off_poll_thread`` (it waits for
+        # coroutines, which await I/O)
+        self._on_stall = on_stall if getattr(handler, "lane_ended", None) is None \
+            and not getattr(handler, "off_poll_thread", False) else None
         self._inline: deque[Lane] = deque()  # lanes the poll thread runs at its next tick()
         self._guard = threading.Lock()  # makes "still inside the tick" and "hand polling over" one step
         self._guarded = -1  # the tick whose inline lane the poll thread is in (-1: none)

@@ -1,0 +1,180 @@
+"""The event loop of ``async def`` listeners without a broker: answers, the per-partition bound, cancellation, shutdown
+(``ordering/consumers/async_listening.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import threading
+import time
+import warnings
+
+import pytest
+
+from rocketkafka.errors import StateError
+from rocketkafka.ordering.consumers.async_listening import CANCELLED, ListenerLoop, is_async_listener, waited
+
+ALWAYS = lambda: True  # noqa: E731 - the lock stays ours
+
+
+@pytest.fixture
+def runner():
+    r = ListenerLoop(name="rk-listeners-test")
+    r.start()
+    yield r
+    r.close(1)
+
+
+def test_what_counts_as_an_async_listener():
+    async def coroutine_function(msg):
+        return None
+
+    class Callable:
+        async def __call__(self, msg):
+            return None
+
+    assert is_async_listener(coroutine_function) and is_async_listener(Callable())
+    assert not is_async_listener(lambda m: None) and not is_async_listener(print)
+
+
+def test_answers_come_back_in_order_and_a_raise_is_its_exception(runner):
+    async def listener(n):
+        await asyncio.sleep(0.01 * (5 - n))  # the last finishes first: answers still follow the arguments
+        if n == 3:
+            raise ValueError("three")
+        return n * 10
+
+    answers = waited(runner, runner.submit(listener, range(5)), ALWAYS)
+    assert answers[:3] + answers[4:] == [0, 10, 20, 40]
+    assert isinstance(answers[3], ValueError)
+
+
+def test_the_gate_bounds_coroutines_running_at_once_per_key(runner):
+    running, peak = [0], [0]
+
+    async def listener(n):
+        running[0] += 1
+        peak[0] = max(peak[0], running[0])
+        await asyncio.sleep(0.01)
+        running[0] -= 1
+
+    waited(runner, runner.submit(listener, range(40), gate=("t", 0), gate_size=4), ALWAYS)
+    assert peak[0] == 4
+    peak[0] = 0
+    waited(runner, runner.submit(listener, range(40)), ALWAYS)  # no gate: all at once
+    assert peak[0] == 40
+
+
+def test_a_lost_lock_cancels_the_coroutines_and_they_answer_cancelled(runner):
+    cancelled = []
+
+    async def listener(n):
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.append(n)
+            raise
+
+    lost_at = time.monotonic() + 0.3
+    began = time.monotonic()
+    answers = waited(runner, runner.submit(listener, range(3)), lambda: time.monotonic() < lost_at)
+    assert answers == [CANCELLED] * 3 and sorted(cancelled) == [0, 1, 2]
+    assert time.monotonic() - began < 5  # noticed within a wait slice or so, not at the sleep's end
+    assert wait_for_empty(runner)
+
+
+def wait_for_empty(runner: ListenerLoop) -> bool:
+    deadline = time.monotonic() + 5
+    while runner._tasks and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return not runner._tasks
+
+
+def test_shutdown_waits_its_grace_then_cancels_and_closes_the_loop():
+    r = ListenerLoop(name="rk-listeners-test")
+    r.start()
+    ended = []
+
+    async def quick(n):
+        await asyncio.sleep(0.05)
+        ended.append(("quick", n))
+
+    async def forever(n):
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            ended.append(("cancelled", n))
+            raise
+
+    quick_f, forever_f = r.submit(quick, [1]), r.submit(forever, [2])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r.close(0.5)
+        assert quick_f[0].result(0) is None and forever_f[0].result(0) is CANCELLED
+        late = r.submit(quick, [3])  # after shutdown: refused, no coroutine made
+        assert late[0].result(0) is CANCELLED
+        gc.collect()
+    assert sorted(ended) == [("cancelled", 2), ("quick", 1)]
+    assert r.loop is not None and r.loop.is_closed() and r._tasks == {}
+    assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
+
+
+def test_shutdown_on_the_listeners_loop_is_refused_not_a_deadlock(runner):
+    async def listener(_):
+        with pytest.raises(StateError, match="would wait for itself"):
+            runner.closing(1)
+        return "refused"
+
+    assert waited(runner, runner.submit(listener, [0]), ALWAYS) == ["refused"]
+
+
+def test_the_callers_loop_runs_the_coroutines_and_stays_open():
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        r = ListenerLoop(loop)
+        r.start()
+
+        async def listener(n):
+            return threading.get_ident()
+
+        assert waited(r, r.submit(listener, [0, 1]), ALWAYS) == [thread.ident, thread.ident]
+        r.close(1)
+        assert loop.is_running() and r._tasks == {}
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+
+
+def test_only_an_event_loop_is_taken():
+    with pytest.raises(TypeError, match="must be an asyncio event loop"):
+        ListenerLoop(object())  # type: ignore[arg-type]
+
+
+def test_a_handler_with_async_listeners_never_runs_on_the_poll_thread():
+    """A poll thread waiting for a coroutine would stop fetching for as long as it awaits I/O: such a handler
+    says ``off_poll_thread`` and the scheduler never runs its lanes inline (as for a handler that ends lanes)."""
+    from rocketkafka.message_selector import MessageSelector
+    from rocketkafka.ordering.consumers.listening import ListenerHandler
+    from rocketkafka.ordering.consumers.subscriptions import Subscription, Subscriptions
+    from rocketkafka.ordering.work.failures import Drop
+    from rocketkafka.ordering.work.scheduler import Scheduler
+
+    async def listener(msg):
+        return None
+
+    made = []
+    for asynchronous in (False, True):
+        subs = Subscriptions(None)
+        subs.add(Subscription("t", MessageSelector.by_tag("*"), listener if asynchronous else (lambda m: None),
+                              0, asynchronous))
+        handler = ListenerHandler(subs, Drop(), orderly=True, max_reconsume_times=1, suspend_ms=0)
+        scheduler = Scheduler(handler, threads=1, max_continuous_ms=1000, rewind_pause_ms=20, name="test",
+                              on_stall=lambda: None)
+        made.append(scheduler)
+        assert handler.off_poll_thread is asynchronous
+        assert (scheduler._on_stall is None) is asynchronous
+    for scheduler in made:
+        scheduler.close()
