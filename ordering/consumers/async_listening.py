@@ -214,10 +214,9 @@ class ListenerLoop:
             semaphore = self._gates.get(gate)
             if semaphore is None:
                 semaphore = self._gates[gate] = asyncio.Semaphore(gate_size)
+        # a submission accepted before shutdown began runs: its _begin is on the loop's queue ahead of the drain,
+        # which then awaits it like any task in flight
         for arg, future in zip(args, futures):
-            if not self._open:  # shutdown began after the submission: never made, never awaited
-                future.set_result(CANCELLED)
-                continue
             task = loop.create_task(_call(listener, arg, semaphore))
             self._tasks[future] = task
             task.add_done_callback(functools.partial(self._finish, future=future))
