@@ -145,7 +145,7 @@ class ListenerLoop:
         if self._thread is not None and self.loop is not None:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(CANCEL_PATIENCE_S)
-            self._thread = None
+            self._thread = self._thread_id = None  # a later thread may be given the same ident
 
     async def _drain(self, grace_s: float) -> None:
         """Await the tasks in flight up to ``grace_s``, then cancel and await what is left."""

@@ -259,9 +259,11 @@ def test_every_issue_target_is_declared_once_where_its_bench_lives():
 
     thresholds = {mode: target.threshold for mode, (_, target, _) in TARGETS.items()}
     assert thresholds == {"push-concurrent": 0.9, "push-orderly": 0.9, "push-keyed": 0.8, "push-batch": 1.0,
-                          "dropin-poll": 0.95, "dropin-consume": 0.9}  # issue 34's goals
+                          "dropin-poll": 0.95, "dropin-consume": 0.9,  # issue 34's goals
+                          "push-async-concurrent": 0.8, "push-async-orderly": 0.8}  # issue 35's: of the sync twin
     assert {mode: reference for mode, (_, _, reference) in TARGETS.items() if mode.startswith("push-")} == \
-        dict.fromkeys(("push-concurrent", "push-orderly", "push-keyed", "push-batch"), "raw+call-engine")
+        {**dict.fromkeys(("push-concurrent", "push-orderly", "push-keyed", "push-batch"), "raw+call-engine"),
+         "push-async-concurrent": "push-concurrent", "push-async-orderly": "push-orderly"}
     assert (PLAIN_TARGET.threshold, FLOOR_TARGET.threshold, RAW_TARGET.threshold) == (0.95, 0.85, 0.5)
     assert TXN_TARGET.threshold == 0.3
     assert (LATENESS_TARGET.op, LATENESS_TARGET.threshold, FORWARDER_TARGET.threshold) == ("<", 50.0, 0.6)

@@ -43,12 +43,18 @@ TARGETS: dict[str, tuple[str, Target, str]] = {
     "push-orderly": ("PushConsumer orderly (partition), no-op", Target(">=", 0.9, "ratio"), "raw+call-engine"),
     "push-keyed": ("PushConsumer key-ordered, no-op", Target(">=", 0.8, "ratio"), "raw+call-engine"),
     "push-batch": ("PushConsumer batch listener (32), no-op", Target(">=", 1.0, "ratio"), "raw+call-engine"),
+    # issue 35: an async def listener beside the same consumer with a plain one, in the same rounds
+    "push-async-concurrent": ("PushConsumer concurrent, async def no-op", Target(">=", 0.8, "ratio"),
+                              "push-concurrent"),
+    "push-async-orderly": ("PushConsumer orderly (partition), async def no-op", Target(">=", 0.8, "ratio"),
+                           "push-orderly"),
     "dropin-poll": ("drop-in Consumer.poll()", Target(">=", 0.95, "ratio"), "raw-poll"),
     "dropin-consume": ("drop-in Consumer.consume(1000)", Target(">=", 0.9, "ratio"), "raw"),
 }
 PARTITIONS, KEYS, SIZE = 8, 256, 100
 #: How a row names its reference.
-REFERENCE_NAMES = {"raw": "raw", "raw-poll": "raw-poll", "raw+call-engine": "raw + call, engine's fetch"}
+REFERENCE_NAMES = {"raw": "raw", "raw-poll": "raw-poll", "raw+call-engine": "raw + call, engine's fetch",
+                   "push-concurrent": "the same, plain def", "push-orderly": "the same, plain def"}
 
 
 def fill(settings: Settings, count: int, partitions: int = PARTITIONS, keys: int = KEYS) -> str:
@@ -75,6 +81,8 @@ def bench_consume(settings: Settings, count: int = 500_000, rounds: int = 3,
     log(f"filling a topic with {count:,} records")
     topic = fill(settings, count)
     pushed = any(m.startswith("push-") for m in modes)
+    # an async row is judged against its sync twin: that one runs in the same rounds, chosen or not
+    modes = (*modes, *(r for r in dict.fromkeys(TARGETS[m][2] for m in modes) if r in TARGETS and r not in modes))
     names = ["raw", "raw+call", *(["raw-poll"] if "dropin-poll" in modes else []),
              *(["raw-engine", "raw+call-engine"] if pushed else []), *modes]
 

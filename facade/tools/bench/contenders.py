@@ -36,7 +36,8 @@ from rocketkafka.tools.bench.rounds import percentile
 #: Consume modes: a raw loop, the same loop calling a Python function per record (the floor of any
 #: per-message Python API), the PushConsumer's modes, and the drop-in Kafka consumer.
 CONSUME_MODES = ("raw", "raw+call", "raw-poll", "raw-engine", "raw+call-engine", "push-concurrent", "push-orderly",
-                 "push-keyed", "push-batch", "dropin-poll", "dropin-consume")
+                 "push-keyed", "push-batch", "push-async-concurrent", "push-async-orderly", "dropin-poll",
+                 "dropin-consume")
 #: Latency modes: raw with librdkafka's defaults, raw tuned for latency, PushConsumer with *its* defaults.
 LATENCY_MODES = ("raw-default", "raw-tuned", "push-concurrent", "push-orderly")
 
@@ -160,7 +161,7 @@ def _push(settings: Settings, topic: str, mode: str, meter: _Meter, timeout: flo
     from rocketkafka.ordering.consumers.push_consumer import PushConsumer
 
     options: dict[str, Any] = {"consume_from_where": "CONSUME_FROM_FIRST_OFFSET"}
-    if mode in ("orderly", "keyed"):
+    if mode in ("orderly", "keyed", "async-orderly"):
         options["orderly"] = True
     if mode == "keyed":
         options["order_key"] = "key"
@@ -168,6 +169,12 @@ def _push(settings: Settings, topic: str, mode: str, meter: _Meter, timeout: flo
     if mode == "batch":
         tick = meter.tick
         c.subscribe_batch(topic, lambda messages: tick(len(messages)))
+    elif mode.startswith("async-"):
+        count = meter.per_record()
+
+        async def listener(record: Any) -> None:  # a no-op coroutine on the consumer's own loop
+            count(record)
+        c.subscribe(topic, listener)
     else:
         c.subscribe(topic, meter.per_record())
     c.start()
