@@ -22,12 +22,15 @@ thread writes no engine state), and a record's offset commits only after its cor
   one more chance to act on a message someone else now handles; their records are not
   committed and are delivered again to the owner. A graceful handover waits for them, as it
   waits for sync listeners.
-- ``shutdown(timeout)``: coroutines in flight are awaited for half of ``timeout`` (RocketMQ's
-  shutdown lets the consume threads finish what they hold), then cancelled; the rest is for commits
-  and unlocks. No new coroutine starts once shutdown began. Every task this module made is done
-  when ``shutdown()`` returns, and the consumer's own loop is closed (async generators shut down
-  first), so no "Task was destroyed but it is pending" and no "coroutine was never awaited": a
-  coroutine is made on the loop, by the task that awaits it, never before.
+- ``shutdown(timeout)``: coroutines in flight are awaited, as sync listeners are, up to ``timeout``
+  (RocketMQ's shutdown lets the consume threads finish what they hold). Cancelling them sooner
+  would not make it faster: a leaving partition drains only once what its lanes hold is handled,
+  so a cancelled coroutine turns a graceful handover into a wait for the lease. What still runs
+  after ``timeout`` is cancelled (its partition then expires with its lease, as one whose sync
+  listener hangs). Every task this module made is done when ``shutdown()`` returns and the
+  consumer's own loop is closed (async generators shut down first), so no "Task was destroyed but
+  it is pending" and no "coroutine was never awaited": a coroutine is made on the loop, by the task
+  that awaits it, never before, and a submission after shutdown makes none.
 - ``shutdown()`` called on the listeners' loop would wait for that loop: it raises
   :class:`~rocketkafka.errors.StateError`; ``await consumer.aclose()`` (or ``async with``) runs it
   on a worker thread instead.
@@ -41,12 +44,14 @@ import functools
 import inspect
 import logging
 import threading
+import time
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from typing_extensions import Self
 
 from rocketkafka.errors import StateError
+from rocketkafka.message import ConsumeOrderlyStatus, ConsumeStatus
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +59,7 @@ log = logging.getLogger(__name__)
 WAIT_SLICE_S = 0.1
 #: A coroutine cancelled must end this soon (s); one that swallows its CancelledError is logged, not awaited.
 CANCEL_PATIENCE_S = 5.0
+_CONSUME_SUCCESS, _SUCCESS = ConsumeStatus.CONSUME_SUCCESS, ConsumeOrderlyStatus.SUCCESS
 #: What a coroutine that was cancelled (or never began: shutdown) answers; the handler stops before its record.
 CANCELLED: Any = object()
 
@@ -76,11 +82,12 @@ class ListenerLoop:
         self.loop, self.owned, self.name = loop, loop is None, name
         self._thread: threading.Thread | None = None
         self._thread_id: int | None = None  # the loop's thread, once known (own loop: at start)
-        self._tasks: dict[concurrent.futures.Future[Any], asyncio.Task[Any]] = {}  # loop thread only
+        self._tasks: dict[concurrent.futures.Future[Any], asyncio.Task[Any]] = {}  # a task per submission; loop only
         self._gates: dict[Hashable, asyncio.Semaphore] = {}  # loop thread only
         self._open = False  # submissions accepted (written under _lock by start/closing)
         self._lock = threading.Lock()
         self._drained: concurrent.futures.Future[Any] | None = None
+        self._said_closed = False
 
     # -- lifecycle (the consumer's thread) ---------------------------------------------------
     def start(self) -> None:
@@ -118,28 +125,28 @@ class ListenerLoop:
         except RuntimeError:
             return False
 
-    def closing(self, grace_s: float) -> None:
-        """Shutdown begins: start no coroutine any more; cancel those still running after ``grace_s``.
-
-        Raises:
-            StateError: called on the listeners' loop, which it would wait for.
-        """
+    def refuse_on_loop(self) -> None:
+        """Raise :class:`StateError` when called on the listeners' loop: a shutdown there would wait for itself."""
         if self.on_loop():
             raise StateError(f"{self.name}: shutdown() on the event loop its async listeners run on would wait "
                              "for itself; await consumer.aclose() (or leave `async with`) instead, or call it "
                              "from another thread")
+
+    def closing(self, grace_s: float) -> None:
+        """Start no coroutine any more; cancel those still running after ``grace_s``."""
+        self.refuse_on_loop()
         with self._lock:
             was_open, self._open = self._open, False
         if was_open and self.loop is not None and not self.loop.is_closed():
             self._drained = asyncio.run_coroutine_threadsafe(self._drain(grace_s), self.loop)
 
-    def close(self, timeout: float) -> None:
-        """Wait (up to ``timeout``) until every task made here is done; stop and close the own loop."""
-        if not self.on_loop():
-            self.closing(timeout)
+    def close(self, grace_s: float = 0.0) -> None:
+        """Cancel what still runs after ``grace_s``, wait until every task made here is done; stop and close the
+        own loop."""
+        self.closing(grace_s)
         if self._drained is not None:
             try:
-                self._drained.result(timeout + CANCEL_PATIENCE_S)
+                self._drained.result(grace_s + 2 * CANCEL_PATIENCE_S)
             except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
                 log.error("%s: async listeners did not end after cancellation", self.name)
         if self._thread is not None and self.loop is not None:
@@ -161,88 +168,140 @@ class ListenerLoop:
                 log.error("%s: %d async listener(s) ignored their cancellation", self.name, len(stuck))
 
     # -- worker side ---------------------------------------------------------------------------
-    def submit(self, listener: Callable[[Any], Any], args: Sequence[Any], gate: Hashable | None = None,
-               gate_size: int = 0) -> list[concurrent.futures.Future[Any]]:
-        """Run ``listener(arg)`` for each of ``args`` on the loop; a future per call gives its answer.
+    def submit(self, listener: Callable[[Any], Any], args: Sequence[Any], *, ordered: bool,
+               valid_until: float = float("inf"), gate: Hashable | None = None,
+               gate_size: int = 0) -> concurrent.futures.Future[list[Any]]:
+        """Run ``listener(arg)`` for ``args`` on the loop; the future gives their answers, in the order of ``args``.
 
-        With ``gate``, at most ``gate_size`` of the calls sharing that key run at once. A call that
-        cannot begin (shutdown) or was cancelled answers :data:`CANCELLED`.
+        ``ordered``: one after the other, stopping after the first answer that is not a plain success
+        (the worker acts on it before anything later starts) or once ``valid_until`` (monotonic s, the
+        lock's validity) passed; else all at once, at most ``gate_size`` of those sharing ``gate``
+        running together. A call that raised answers its exception; one cancelled (or never begun:
+        shutdown) answers :data:`CANCELLED`. One wake-up of the loop per run of records, not per
+        message: the handoff costs more than a no-op coroutine.
         """
-        futures: list[concurrent.futures.Future[Any]] = [concurrent.futures.Future() for _ in args]
+        future: concurrent.futures.Future[list[Any]] = concurrent.futures.Future()
         with self._lock:
             accepted = self._open and self.loop is not None
             if accepted:
-                try:  # one wake-up of the loop per batch, not per message
-                    self.loop.call_soon_threadsafe(self._begin, listener, args, futures, gate, gate_size)  # type: ignore[union-attr]
-                except RuntimeError:  # the caller's loop was closed under us
+                try:
+                    self.loop.call_soon_threadsafe(  # type: ignore[union-attr]
+                        self._begin, listener, args, ordered, valid_until, gate, gate_size, future)
+                except RuntimeError:  # the caller's loop was closed under us: its partitions wait, said once
                     accepted = False
+                    if not self._said_closed:
+                        self._said_closed = True
+                        log.error("%s: the event loop of the async listeners is closed: no message is handled "
+                                  "until the consumer shuts down (shut it down before its loop ends)", self.name)
         if not accepted:
-            for f in futures:
-                f.set_result(CANCELLED)  # no coroutine was made, so none is left un-awaited
-        return futures
+            future.set_result([CANCELLED])  # no coroutine was made, so none is left un-awaited
+        return future
 
-    def cancel(self, futures: Sequence[concurrent.futures.Future[Any]]) -> None:
-        """Cancel those calls that are not done (their partition's lock was lost)."""
+    def cancel(self, future: concurrent.futures.Future[Any]) -> None:
+        """Cancel the calls of a submission that are still running (their partition's lock was lost)."""
         loop = self.loop
         if loop is not None and not loop.is_closed():
             try:
-                loop.call_soon_threadsafe(self._cancel, list(futures))
+                loop.call_soon_threadsafe(self._cancel, future)
             except RuntimeError:
                 pass  # closed meanwhile: its drain ended every task
 
-    def wait(self, futures: Sequence[concurrent.futures.Future[Any]], still_ours: Callable[[], bool]) -> None:
-        """Wait until every one of ``futures`` is done; once ``still_ours()`` says the lock is gone, cancel them."""
-        left = [f for f in futures if not f.done()]
-        while left:
-            concurrent.futures.wait(left, timeout=WAIT_SLICE_S)
-            left = [f for f in left if not f.done()]
-            if left and not still_ours():
-                self.cancel(left)
-                _, stuck = concurrent.futures.wait(left, timeout=CANCEL_PATIENCE_S)
-                if stuck:
-                    log.error("%s: %d async listener(s) ignored their cancellation", self.name, len(stuck))
-                    return
-                left = []
+    def answers(self, future: concurrent.futures.Future[list[Any]], still_ours: Callable[[], bool]) -> list[Any]:
+        """The answers of a submission once it finished; once ``still_ours()`` says the lock is gone, it is
+        cancelled first. A listener raising a BaseException that is no Exception raises it here."""
+        while True:
+            try:
+                return future.result(WAIT_SLICE_S)
+            except concurrent.futures.TimeoutError:
+                if still_ours():
+                    continue
+            self.cancel(future)
+            try:
+                return future.result(CANCEL_PATIENCE_S)
+            except concurrent.futures.TimeoutError:
+                log.error("%s: an async listener ignored its cancellation; its records come again", self.name)
+                return [CANCELLED]
 
     # -- loop side -----------------------------------------------------------------------------
-    def _begin(self, listener: Callable[[Any], Any], args: Sequence[Any],
-               futures: list[concurrent.futures.Future[Any]], gate: Hashable | None, gate_size: int) -> None:
-        loop = self.loop
-        assert loop is not None
-        semaphore = None
-        if gate is not None:
-            semaphore = self._gates.get(gate)
-            if semaphore is None:
-                semaphore = self._gates[gate] = asyncio.Semaphore(gate_size)
+    def _begin(self, listener: Callable[[Any], Any], args: Sequence[Any], ordered: bool, valid_until: float,
+               gate: Hashable | None, gate_size: int, future: concurrent.futures.Future[list[Any]]) -> None:
         # a submission accepted before shutdown began runs: its _begin is on the loop's queue ahead of the drain,
         # which then awaits it like any task in flight
-        for arg, future in zip(args, futures):
-            task = loop.create_task(_call(listener, arg, semaphore))
-            self._tasks[future] = task
-            task.add_done_callback(functools.partial(self._finish, future=future))
+        loop = self.loop
+        assert loop is not None
+        if ordered:
+            coroutine = _in_order(listener, args, valid_until)
+        else:
+            semaphore = None
+            if gate is not None:
+                semaphore = self._gates.get(gate)
+                if semaphore is None:
+                    semaphore = self._gates[gate] = asyncio.Semaphore(gate_size)
+            coroutine = _together(listener, args, semaphore)
+        task = loop.create_task(coroutine)
+        self._tasks[future] = task
+        task.add_done_callback(functools.partial(self._finish, future=future))
 
-    def _finish(self, task: asyncio.Task[Any], future: concurrent.futures.Future[Any]) -> None:
+    def _finish(self, task: asyncio.Task[list[Any]], future: concurrent.futures.Future[list[Any]]) -> None:
         del self._tasks[future]
-        if task.cancelled():
-            future.set_result(CANCELLED)
+        if task.cancelled():  # cancelled before its first step: nothing of it ran
+            future.set_result([CANCELLED])
         elif (error := task.exception()) is not None:
-            future.set_exception(error)  # the handler reads it as a failure, as a sync listener raising
+            future.set_exception(error)
         else:
             future.set_result(task.result())
 
-    def _cancel(self, futures: list[concurrent.futures.Future[Any]]) -> None:
-        for future in futures:
-            task = self._tasks.get(future)
-            if task is not None:
-                task.cancel()
+    def _cancel(self, future: concurrent.futures.Future[Any]) -> None:
+        task = self._tasks.get(future)
+        if task is not None:
+            task.cancel()
 
 
-async def _call(listener: Callable[[Any], Any], arg: Any, gate: asyncio.Semaphore | None) -> Any:
-    """One listener call on the loop (the coroutine is made here, by the task awaiting it)."""
-    if gate is None:
-        return await listener(arg)
-    async with gate:
-        return await listener(arg)
+def _plain_success(answer: Any) -> bool:
+    return answer is None or answer is _CONSUME_SUCCESS or answer is _SUCCESS
+
+
+async def _in_order(listener: Callable[[Any], Any], args: Sequence[Any], valid_until: float) -> list[Any]:
+    """Orderly: each call awaited before the next; stop after an answer the worker must act on first."""
+    answers: list[Any] = []
+    monotonic = time.monotonic
+    try:
+        for arg in args:
+            if monotonic() >= valid_until:  # the worker asks the lock table, then hands the rest again
+                break
+            try:
+                answer = await listener(arg)  # the coroutine is made here, by the task that awaits it
+            except Exception as exc:  # noqa: BLE001 - a failure, as a sync listener raising
+                answer = exc
+            answers.append(answer)
+            if not _plain_success(answer):
+                break
+    except asyncio.CancelledError:  # the lock was lost, or shutdown: this record is not handled
+        answers.append(CANCELLED)
+    return answers
+
+
+async def _together(listener: Callable[[Any], Any], args: Sequence[Any],
+                    gate: asyncio.Semaphore | None) -> list[Any]:
+    """Concurrent: every call at once (``gate`` bounds those of one partition); the answers in order."""
+    tasks = [asyncio.ensure_future(_one(listener, arg, gate)) for arg in args]
+    try:
+        await asyncio.wait(tasks)
+    except asyncio.CancelledError:
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)  # every one ended before the worker hears of it: none is left pending
+    return [CANCELLED if task.cancelled() else task.result() for task in tasks]
+
+
+async def _one(listener: Callable[[Any], Any], arg: Any, gate: asyncio.Semaphore | None) -> Any:
+    try:
+        if gate is None:
+            return await listener(arg)
+        async with gate:
+            return await listener(arg)
+    except Exception as exc:  # noqa: BLE001 - a failure, as a sync listener raising
+        return exc
 
 
 class AsyncShutdown:
@@ -264,19 +323,4 @@ class AsyncShutdown:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-def waited(runner: ListenerLoop, futures: list[concurrent.futures.Future[Any]],
-           still_ours: Callable[[], bool]) -> list[Any]:
-    """The answers of ``futures`` once all are done (an exception for a coroutine that raised)."""
-    runner.wait(futures, still_ours)
-    answers = []
-    for f in futures:
-        if not f.done():
-            answers.append(CANCELLED)  # a coroutine that ignored its cancellation: its record stays
-        elif (error := f.exception()) is not None:
-            answers.append(error)
-        else:
-            answers.append(f.result())
-    return answers
 

@@ -57,7 +57,7 @@ from rocketkafka.headers import unreadable_header
 from rocketkafka.logs import message_fields
 from rocketkafka.message import ConsumeOrderlyStatus, ConsumeStatus, MessageExt, Suspend
 from rocketkafka.ordering.work.failures import FailurePolicy, malformed
-from rocketkafka.ordering.consumers.async_listening import CANCELLED, ListenerLoop, waited
+from rocketkafka.ordering.consumers.async_listening import CANCELLED, ListenerLoop
 from rocketkafka.ordering.consumers.futures import all_of, is_future
 from rocketkafka.ordering.work.lanes import LOCK_RECHECK_MS, Outcome, Run
 from rocketkafka.ordering.consumers.message_batch import BatchFailure, MessageBatch
@@ -231,7 +231,8 @@ class ListenerHandler:
                 i = j
                 continue
             if sub.asynchronous:
-                status = self._awaited(run, sub, [MessageBatch(chosen, topic)])[0]
+                answers = self._awaited(run, sub, [MessageBatch(chosen, topic)])
+                status = answers[0] if answers else CANCELLED  # none: the lock's validity passed first
                 if status is CANCELLED:  # the lock was lost, or shutdown: the batch runs again elsewhere
                     return i, None, LOCK_RECHECK_MS
             else:
@@ -266,58 +267,64 @@ class ListenerHandler:
 
     def _async_messages(self, run: Run, sub: Subscription, i: int, n: int,
                         topic: str | None) -> tuple[int, list[Any] | None, int | None]:
-        """``records[i:n]`` through an ``async def`` listener: orderly, each coroutine awaited before the
-        next record starts; concurrent, the run's coroutines started together (at most ``in_flight`` of a
-        partition running), then their answers taken in offset order."""
-        selects = self._filter(sub)
-        started: list[tuple[int, MessageExt]] = []
-        for j in range(i, n):
-            record = run.records[j]
-            if selects is not None and not selects(record):
-                continue
-            msg = MessageExt.of(record, topic)
-            if not run.still_ours():  # those started before go on to their answers; this one waits
-                stopped = self._settle(run, sub, started)
-                return stopped or (j, None, LOCK_RECHECK_MS)
-            if record.headers():
-                try:
-                    msg.decode()
-                except MalformedRecordError as garbled:
-                    self.policy.dead_letter_raw(record, garbled)
+        """``records[i:n]`` through an ``async def`` listener, a segment at a time: the records up to the next
+        one to dead-letter go to the loop together (:meth:`ListenerLoop.submit`: orderly, each coroutine
+        awaited before the next; concurrent, all at once), and their answers are acted on here, in order."""
+        records, selects = run.records, self._filter(sub)
+        while i < n:
+            segment: list[tuple[int, MessageExt]] = []
+            j = i
+            while j < n and not (segment and run.retried):  # a retried partition: one record at a time
+                record = records[j]
+                if selects is not None and not selects(record):
+                    j += 1
                     continue
-            if run.retried and self._given_up(run, msg):
+                msg = MessageExt.of(record, topic)
+                if record.headers():
+                    try:
+                        msg.decode()
+                    except MalformedRecordError as garbled:
+                        if segment:  # dead-lettered once the records before it were handled
+                            break
+                        self.policy.dead_letter_raw(record, garbled)
+                        j += 1
+                        continue
+                if run.retried and self._given_up(run, msg):
+                    j += 1
+                    continue
+                segment.append((j, msg))
+                j += 1
+            if not segment:
+                i = j
                 continue
-            started.append((j, msg))
-            if self.orderly and (stopped := self._settle(run, sub, started)) is not None:
-                return stopped
-        return self._settle(run, sub, started) or (n, None, None)
-
-    def _settle(self, run: Run, sub: Subscription,
-                started: list[tuple[int, MessageExt]]) -> tuple[int, None, int | None] | None:
-        """Run the coroutines of ``started`` and act on their answers; where to stop, or ``None`` to go on."""
-        if not started:
-            return None
-        answers = self._awaited(run, sub, [msg for _, msg in started])
-        for (j, msg), status in zip(started, answers):
-            if status is CANCELLED:  # not handled: neither committed nor retried here
-                return j, None, LOCK_RECHECK_MS
-            if is_future(status):  # a coroutine answering with a future: its answer is that future's
-                status = waited(self.runner, [status], run.still_ours)[0]  # type: ignore[arg-type]
-            if not (status is None or status is _CONSUME_SUCCESS or status is _SUCCESS):
-                pause = self._answer(run, msg, status)
-                if pause is not None:
-                    return j, None, pause
-            if run.exact:
-                run.done = j + 1
-        started.clear()
-        return None
+            if not run.still_ours():
+                return segment[0][0], None, LOCK_RECHECK_MS
+            answers = self._awaited(run, sub, [msg for _, msg in segment])
+            for (k, msg), status in zip(segment, answers):
+                if status is CANCELLED:  # not handled: neither committed nor retried here
+                    return k, None, LOCK_RECHECK_MS
+                if is_future(status):  # a coroutine answering with a future: its answer is the future's
+                    try:
+                        status = status.result()
+                    except Exception as exc:  # noqa: BLE001 - a failure, as the listener raising
+                        status = exc
+                if not (status is None or status is _CONSUME_SUCCESS or status is _SUCCESS):
+                    pause = self._answer(run, msg, status)
+                    if pause is not None:
+                        return k, None, pause
+                if run.exact:
+                    run.done = k + 1
+            # orderly stops early after an answer acted on above, or when the lock's validity passed
+            i = segment[len(answers)][0] if len(answers) < len(segment) else j
+        return n, None, None
 
     def _awaited(self, run: Run, sub: Subscription, args: list[Any]) -> list[Any]:
-        """The answers of ``sub``'s coroutine listener for ``args``, once all of them finished."""
+        """The answers of ``sub``'s coroutine listener for ``args`` (fewer when orderly stopped early)."""
         runner = self.runner
         assert runner is not None, "an async subscription needs the consumer's listener loop"
-        gate = None if self.orderly else run.work.tp  # orderly: one at a time already
-        return waited(runner, runner.submit(sub.listener, args, gate, self.in_flight), run.still_ours)
+        future = runner.submit(sub.listener, args, ordered=self.orderly or bool(sub.batch_size),
+                               valid_until=run.valid_until, gate=run.work.tp, gate_size=self.in_flight)
+        return runner.answers(future, run.still_ours)
 
     # -- answers -----------------------------------------------------------------------------
     def _answer(self, run: Run, msg: MessageExt, status: Any) -> Any:

@@ -310,7 +310,7 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext, AsyncShutdow
                 self._transactions = None
             if self._tracer is not None:
                 self._tracer.close()
-            self._listeners_loop.close(0)
+            self._listeners_loop.close()
             # dropped, not only closed: a librdkafka client's threads live as long as its object, and the
             # engine holds the step, which holds the sender
             self._engine = self._sender = self._reconsumer = engine = None
@@ -389,7 +389,7 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext, AsyncShutdow
 
     def shutdown(self, timeout: float = 30.0) -> None:
         """Leave gracefully: finish handlers in flight, commit, unlock, leave the group. Idempotent.
-        Coroutines in flight get ``timeout / 2`` to finish, then are cancelled (their records come again).
+        ``async def`` listeners in flight are awaited up to ``timeout``, then cancelled (their records come again).
 
         Raises:
             StateError: the consumer was never started, or this runs on its async listeners' loop.
@@ -400,9 +400,9 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext, AsyncShutdow
             if self._start_failed:
                 return  # its failed start closed everything already
             raise StateError(f"{self._name} was never started; there is nothing to shut down")
-        self._listeners_loop.closing(timeout / 2)  # first: it raises when called on the listeners' loop
-        engine.close(timeout)
-        self._listeners_loop.close(timeout / 2)
+        self._listeners_loop.refuse_on_loop()  # first: a shutdown there would wait for itself
+        engine.close(timeout)  # coroutines in flight are awaited, as sync listeners are
+        self._listeners_loop.close()  # what still runs is cancelled: its partition expires with its lease
         if self._transactions is not None:
             self._transactions.close()
         if self._sender is not None:

@@ -12,9 +12,15 @@ import warnings
 import pytest
 
 from rocketkafka.errors import StateError
-from rocketkafka.ordering.consumers.async_listening import CANCELLED, ListenerLoop, is_async_listener, waited
+from rocketkafka.message import ConsumeOrderlyStatus
+from rocketkafka.ordering.consumers.async_listening import CANCELLED, ListenerLoop, is_async_listener
 
 ALWAYS = lambda: True  # noqa: E731 - the lock stays ours
+
+
+def answers(runner: ListenerLoop, listener, args, still_ours=ALWAYS, **how):
+    how.setdefault("ordered", False)
+    return runner.answers(runner.submit(listener, list(args), **how), still_ours)
 
 
 @pytest.fixture
@@ -44,9 +50,25 @@ def test_answers_come_back_in_order_and_a_raise_is_its_exception(runner):
             raise ValueError("three")
         return n * 10
 
-    answers = waited(runner, runner.submit(listener, range(5)), ALWAYS)
-    assert answers[:3] + answers[4:] == [0, 10, 20, 40]
-    assert isinstance(answers[3], ValueError)
+    got = answers(runner, listener, range(5))
+    assert got[:3] + got[4:] == [0, 10, 20, 40]
+    assert isinstance(got[3], ValueError)
+
+
+def test_in_order_each_call_ends_before_the_next_and_the_first_answer_to_act_on_stops_them(runner):
+    log = []
+
+    async def listener(n):
+        log.append(("begin", n))
+        await asyncio.sleep(0.01 * (5 - n))
+        log.append(("end", n))
+        return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT if n == 2 else None
+
+    assert answers(runner, listener, range(5), ordered=True) == [None, None,
+                                                                 ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT]
+    assert log == [("begin", 0), ("end", 0), ("begin", 1), ("end", 1), ("begin", 2), ("end", 2)]
+    # the lock's validity passed: nothing more starts (the worker asks the lock table, then hands the rest again)
+    assert answers(runner, listener, range(5), ordered=True, valid_until=time.monotonic()) == []
 
 
 def test_the_gate_bounds_coroutines_running_at_once_per_key(runner):
@@ -58,10 +80,10 @@ def test_the_gate_bounds_coroutines_running_at_once_per_key(runner):
         await asyncio.sleep(0.01)
         running[0] -= 1
 
-    waited(runner, runner.submit(listener, range(40), gate=("t", 0), gate_size=4), ALWAYS)
+    answers(runner, listener, range(40), gate=("t", 0), gate_size=4)
     assert peak[0] == 4
     peak[0] = 0
-    waited(runner, runner.submit(listener, range(40)), ALWAYS)  # no gate: all at once
+    answers(runner, listener, range(40))  # no gate: all at once
     assert peak[0] == 40
 
 
@@ -77,8 +99,11 @@ def test_a_lost_lock_cancels_the_coroutines_and_they_answer_cancelled(runner):
 
     lost_at = time.monotonic() + 0.3
     began = time.monotonic()
-    answers = waited(runner, runner.submit(listener, range(3)), lambda: time.monotonic() < lost_at)
-    assert answers == [CANCELLED] * 3 and sorted(cancelled) == [0, 1, 2]
+    got = answers(runner, listener, range(3), lambda: time.monotonic() < lost_at)
+    assert got == [CANCELLED] * 3 and sorted(cancelled) == [0, 1, 2]
+    lost_at = time.monotonic() + 0.3
+    assert answers(runner, listener, range(3), lambda: time.monotonic() < lost_at, ordered=True) == [CANCELLED]
+    assert sorted(cancelled) == [0, 0, 1, 2]  # in order, only the first had begun
     assert time.monotonic() - began < 5  # noticed within a wait slice or so, not at the sleep's end
     assert wait_for_empty(runner)
 
@@ -106,13 +131,13 @@ def test_shutdown_waits_its_grace_then_cancels_and_closes_the_loop():
             ended.append(("cancelled", n))
             raise
 
-    quick_f, forever_f = r.submit(quick, [1]), r.submit(forever, [2])
+    quick_f, forever_f = r.submit(quick, [1], ordered=True), r.submit(forever, [2], ordered=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         r.close(0.5)
-        assert quick_f[0].result(0) is None and forever_f[0].result(0) is CANCELLED
-        late = r.submit(quick, [3])  # after shutdown: refused, no coroutine made
-        assert late[0].result(0) is CANCELLED
+        assert quick_f.result(0) == [None] and forever_f.result(0) == [CANCELLED]
+        late = r.submit(quick, [3], ordered=True)  # after shutdown: refused, no coroutine made
+        assert late.result(0) == [CANCELLED]
         gc.collect()
     assert sorted(ended) == [("cancelled", 2), ("quick", 1)]
     assert r.loop is not None and r.loop.is_closed() and r._tasks == {}
@@ -125,7 +150,7 @@ def test_shutdown_on_the_listeners_loop_is_refused_not_a_deadlock(runner):
             runner.closing(1)
         return "refused"
 
-    assert waited(runner, runner.submit(listener, [0]), ALWAYS) == ["refused"]
+    assert answers(runner, listener, [0]) == ["refused"]
 
 
 def test_the_callers_loop_runs_the_coroutines_and_stays_open():
@@ -139,7 +164,7 @@ def test_the_callers_loop_runs_the_coroutines_and_stays_open():
         async def listener(n):
             return threading.get_ident()
 
-        assert waited(r, r.submit(listener, [0, 1]), ALWAYS) == [thread.ident, thread.ident]
+        assert answers(r, listener, [0, 1]) == [thread.ident, thread.ident]
         r.close(1)
         assert loop.is_running() and r._tasks == {}
     finally:
