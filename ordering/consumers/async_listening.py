@@ -9,14 +9,19 @@ coroutines before it answers the batch. So a coroutine's answer is read, and act
 worker thread exactly as a sync listener's is (same statuses, retry and dead letters; the loop
 thread writes no engine state), and a record's offset commits only after its coroutine finished.
 
-- orderly (partition or key): the worker starts one coroutine and waits for it before the next
-  record of that queue (or key), so a queue never has two messages in flight; queues (keys)
-  overlap up to ``consume_thread_max``, each waiting worker holding one thread. A future an
-  orderly *sync* listener returns is pipelined instead (later records go on): not so here.
-- concurrent: the worker starts the coroutines of its whole batch (``consume_batch_size``) at once
-  and waits for them all; at most ``async_max_in_flight`` coroutines of one partition run their
-  body at a time (an :class:`asyncio.Semaphore` per partition, on the loop), however many batches
-  of it the workers hold.
+- the worker hands the loop a whole segment of its run at once (the records up to the next one to
+  dead-letter): one thread switch per run, not per message, which costs far more than a no-op
+  coroutine.
+- orderly (partition or key): one task awaits the segment's calls in turn, and stops after the
+  first answer the worker must act on (a failure, a suspend) or once the lock's validity passed, so
+  a queue never has two messages in flight and nothing starts after a failure before the worker
+  acted on it; queues (keys) overlap up to ``consume_thread_max``, each waiting worker holding a
+  thread. A future an orderly *sync* listener returns is pipelined instead (later records go on):
+  not so here.
+- concurrent: a task per message of the segment (``consume_batch_size`` at most), all at once; at
+  most ``async_max_in_flight`` of one partition run their body at a time (an
+  :class:`asyncio.Semaphore` per partition, on the loop), however many batches of it the workers
+  hold; the worker takes the answers in offset order once all ended.
 - a partition whose lock is lost (its validity passed, or it was revoked) while coroutines of it
   run: they are cancelled -- another member may own the queue already, and one more await is
   one more chance to act on a message someone else now handles; their records are not
