@@ -307,6 +307,7 @@ def test_async_batch_listener_gets_batches_in_order(rk_settings, rk_topic, rk_gr
     assert got == ids
 
 
+@pytest.mark.rk_needs("stop-redis")
 def test_a_lost_lock_cancels_its_coroutines_and_their_messages_come_again(rk_backend, rk_settings, rk_topic,
                                                                           rk_group, produce, caplog):
     """The quorum of lock nodes goes: the locks are lost, the coroutines holding their messages are cancelled (not
