@@ -270,21 +270,25 @@ class ListenerHandler:
         """``records[i:n]`` through an ``async def`` listener, a segment at a time: the records up to the next
         one to dead-letter go to the loop together (:meth:`ListenerLoop.submit`: orderly, each coroutine
         awaited before the next; concurrent, all at once), and their answers are acted on here, in order."""
-        records, selects = run.records, self._filter(sub)
+        records, selects, new = run.records, self._filter(sub), _new_message
         while i < n:
-            segment: list[tuple[int, MessageExt]] = []
+            at: list[int] = []  # the segment: the records' indexes, and their messages
+            msgs: list[MessageExt] = []
             j = i
-            while j < n and not (segment and run.retried):  # a retried partition: one record at a time
+            while j < n and not (at and run.retried):  # a retried partition: one record at a time
                 record = records[j]
                 if selects is not None and not selects(record):
                     j += 1
                     continue
-                msg = MessageExt.of(record, topic)
+                msg = new(MessageExt)  # MessageExt.of(record, topic), inlined as in _messages
+                msg._record = record
+                if topic is not None:
+                    msg.topic = topic
                 if record.headers():
                     try:
                         msg.decode()
                     except MalformedRecordError as garbled:
-                        if segment:  # dead-lettered once the records before it were handled
+                        if at:  # dead-lettered once the records before it were handled
                             break
                         self.policy.dead_letter_raw(record, garbled)
                         j += 1
@@ -292,31 +296,41 @@ class ListenerHandler:
                 if run.retried and self._given_up(run, msg):
                     j += 1
                     continue
-                segment.append((j, msg))
+                at.append(j)
+                msgs.append(msg)
                 j += 1
-            if not segment:
+            if not at:
                 i = j
                 continue
             if not run.still_ours():
-                return segment[0][0], None, LOCK_RECHECK_MS
-            answers = self._awaited(run, sub, [msg for _, msg in segment])
-            for (k, msg), status in zip(segment, answers):
+                return at[0], None, LOCK_RECHECK_MS
+            answers = self._awaited(run, sub, msgs)
+            for x, status in enumerate(answers):
+                if status is None or status is _CONSUME_SUCCESS or status is _SUCCESS:
+                    continue
                 if status is CANCELLED:  # not handled: neither committed nor retried here
-                    return k, None, LOCK_RECHECK_MS
+                    return self._progress(run, at, x)
                 if is_future(status):  # a coroutine answering with a future: its answer is the future's
                     try:
                         status = status.result()
                     except Exception as exc:  # noqa: BLE001 - a failure, as the listener raising
                         status = exc
-                if not (status is None or status is _CONSUME_SUCCESS or status is _SUCCESS):
-                    pause = self._answer(run, msg, status)
-                    if pause is not None:
-                        return k, None, pause
-                if run.exact:
-                    run.done = k + 1
-            # orderly stops early after an answer acted on above, or when the lock's validity passed
-            i = segment[len(answers)][0] if len(answers) < len(segment) else j
+                pause = self._answer(run, msgs[x], status)
+                if pause is not None:
+                    return self._progress(run, at, x, pause)
+            # every answer came at once: progress moves once per segment (orderly stopped early after an answer
+            # acted on above, or when the lock's validity passed: the rest is handed again)
+            if run.exact:
+                run.done = at[len(answers) - 1] + 1 if answers else run.done
+            i = at[len(answers)] if len(answers) < len(at) else j
         return n, None, None
+
+    @staticmethod
+    def _progress(run: Run, at: list[int], x: int, pause: int = LOCK_RECHECK_MS) -> tuple[int, None, int]:
+        """Stop at the segment's ``x``-th record, those before it handled."""
+        if run.exact and x:
+            run.done = at[x - 1] + 1
+        return at[x], None, pause
 
     def _awaited(self, run: Run, sub: Subscription, args: list[Any]) -> list[Any]:
         """The answers of ``sub``'s coroutine listener for ``args`` (fewer when orderly stopped early)."""
