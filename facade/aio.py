@@ -10,8 +10,11 @@ per poll, not per message).
 
 Sends need the topic's partition count (to check the topic exists, to route delayed, selected and
 sharded sends); the first send to a topic asks the broker on a worker thread (``asyncio.to_thread``),
-and so does the first after :data:`FRESH_S`, so the event loop never waits for a broker. A full
-librdkafka queue still makes a send wait for room, as the sync producer's do.
+and so does the first after :data:`FRESH_S`, so the event loop never waits for a broker. Sends in
+flight are bounded by librdkafka's queue (``queue.buffering.max.messages``): past it a send awaits room
+(its task waits, not the loop), in order behind the sends to its topic before it. A shutdown fails
+the futures of sends not acknowledged by its timeout (:class:`~rocketkafka.errors.SendError`), so no
+awaiter is left waiting.
 
 >>> async def main():                                             # doctest: +SKIP
 ...     async with AsyncProducer("pg", {"bootstrap.servers": "127.0.0.1:9092"}) as p:
@@ -44,6 +47,9 @@ ACK_POLL_S = 0.05
 #: the producer's own cache of it ages out (30 s), so no send on the loop waits for the broker.
 FRESH_S = 25.0
 
+#: librdkafka's default ``queue.buffering.max.messages``; 90% of it (or of the config's) is the most sends in flight.
+DEFAULT_WINDOW = 100_000
+
 #: One acknowledgement: the future, [message id, topic] of the send, and librdkafka's report (the message written,
 #: or the error).
 _Ack = tuple["asyncio.Future[SendResult]", list[str], Any]
@@ -71,17 +77,24 @@ class AsyncProducer:
         self._fresh: dict[str, float] = {}  # topic -> until when the producer's partition count of it is fresh
         self._queued: dict[str, int] = {}  # topic -> sends waiting off the loop (later sends queue behind them)
         self._queues: dict[str, asyncio.Lock] = {}  # topic -> the order of those sends
+        self._window = DEFAULT_WINDOW  # sends in flight at most (librdkafka's queue), read at start
+        self._room: dict[asyncio.AbstractEventLoop, asyncio.Event] = {}  # per loop: set when in flight < window
 
     async def start(self) -> None:
-        """Connect (on a worker thread: the broker's first answer may take a while)."""
+        """Connect (on a worker thread: the broker's first answer may take a while). Started already: nothing."""
+        if self._thread is not None:
+            return
         await asyncio.to_thread(self.producer.start)
+        queue = int(self.producer.sender.config.get("queue.buffering.max.messages", DEFAULT_WINDOW))
+        self._window = max(1, queue * 9 // 10)  # a tenth spare: sends to other topics may pass a full window at once
         self._closing = False
         self._thread = threading.Thread(target=self._serve_acks, name=f"rk-aio-acks-{self.producer.group_id}",
                                         daemon=True)
         self._thread.start()
 
     async def shutdown(self, timeout: float = 30.0) -> None:
-        """Wait (up to ``timeout`` s) for the sends in flight, then close."""
+        """Wait (up to ``timeout`` s) for the sends in flight, then close; the futures of sends still not
+        acknowledged fail with :class:`~rocketkafka.errors.SendError` (Kafka may still have written them)."""
         await asyncio.to_thread(self._close, timeout)
 
     async def __aenter__(self) -> AsyncProducer:
@@ -114,9 +127,11 @@ class AsyncProducer:
             raise StateError("async producer not started: use `async with AsyncProducer(...)` or await start()")
         topic = msg.topic
         delayed = msg.delay_time_level or msg.deliver_at is not None or msg.delay is not None
-        if delayed or self._queued.get(topic) or self._fresh.get(topic, 0.0) < time.monotonic():
-            # off the loop: a topic look-up, or a delayed message's routing (it may create the level topics);
-            # sends to the topic queue up behind it in order, so a sharding key's order holds
+        if delayed or self._queued.get(topic) or self._fresh.get(topic, 0.0) < time.monotonic() \
+                or self._in_flight >= self._window:
+            # off the loop: a topic look-up, or a delayed message's routing (it may create the level topics), or
+            # librdkafka's queue is full; sends to the topic queue up behind it in order, so a sharding key's
+            # order holds
             self._queued[topic] = self._queued.get(topic, 0) + 1
             left = [False]  # the queue, once this send is on its way (or failed, or was cancelled, maybe unstarted)
             task = asyncio.ensure_future(self._send_queued(msg, selector, arg, sharding_key, bool(delayed), left))
@@ -128,6 +143,8 @@ class AsyncProducer:
                            delayed: bool, left: list[bool]) -> SendResult:
         topic, sender = msg.topic, self.producer.sender
         async with self._queue_of(topic):  # asyncio's locks wake their waiters in order
+            while self._in_flight >= self._window and not self._closing:
+                await self._room_on(asyncio.get_running_loop()).wait()
             if self._fresh.get(topic, 0.0) < time.monotonic():
                 await asyncio.to_thread(sender.look_up, topic, self.producer.send_timeout)
                 self._fresh[topic] = time.monotonic() + FRESH_S
@@ -142,6 +159,14 @@ class AsyncProducer:
         if not left[0]:
             left[0] = True
             self._queued[topic] -= 1
+
+    def _room_on(self, loop: asyncio.AbstractEventLoop) -> asyncio.Event:
+        """The event ``loop``'s queued sends wait on while the window is full (:func:`_settle` sets it)."""
+        room = self._room.get(loop)
+        if room is None:
+            room = self._room[loop] = asyncio.Event()
+        room.clear()
+        return room
 
     def _queue_of(self, topic: str) -> asyncio.Lock:
         lock = self._queues.get(topic)
@@ -206,28 +231,41 @@ class AsyncProducer:
             acks, self._acks = self._acks, {}
         for loop, batch in acks.items():
             try:
-                loop.call_soon_threadsafe(_settle, batch, self.producer.sender.principal)
+                loop.call_soon_threadsafe(_settle, batch, self.producer.sender.principal, self._room.get(loop))
             except RuntimeError:  # the loop was closed before its acknowledgements came: nobody awaits them
                 pass
 
     def _close(self, timeout: float) -> None:
         self._closing = True
         self._wake.set()
+        for loop, room in list(self._room.items()):  # queued sends waiting for room: they see the shutdown
+            try:
+                loop.call_soon_threadsafe(room.set)
+            except RuntimeError:  # that loop is closed
+                pass
         if self._thread is not None:
             self._thread.join()
             self._thread = None
         try:
-            self.producer.flush(timeout)  # serves the last acknowledgements on this thread
+            left = self.producer.flush(timeout)  # serves the last acknowledgements on this thread
         except StateError:  # never started
-            pass
+            left = 0
+        if left:  # not acknowledged in time: their reports come now, failed, so no future waits forever
+            kafka = self.producer.sender.kafka
+            kafka.purge()
+            kafka.flush(1.0)
+            log.warning("async producer %s: %d sends not acknowledged within %.1f s of shutdown; their futures fail",
+                        self.producer.group_id, left, timeout)
         self._hand_over()
         self.producer.shutdown()
 
 
-def _settle(acks: list[_Ack], principal: str | None) -> None:
+def _settle(acks: list[_Ack], principal: str | None, room: asyncio.Event | None) -> None:
     """Resolve each future on its loop, unless its awaiting task was cancelled (the topic is where the record went,
     a delay level's for a delayed message, as :meth:`Producer.send_sync` says; the send's id was set when it
-    returned, before any acknowledgement reaches the loop)."""
+    returned, before any acknowledgement reaches the loop); wake the loop's sends waiting for room."""
+    if room is not None:
+        room.set()
     ok, result = _OK, SendResult
     for future, sent, report in acks:
         if future.done():
