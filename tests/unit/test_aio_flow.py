@@ -12,6 +12,7 @@ from confluent_kafka import KafkaError
 from rocketkafka import Message
 from rocketkafka.aio import AsyncProducer
 from rocketkafka.errors import SendError
+from rocketkafka.loop_acks import LoopAcks
 
 
 class Kafka:
@@ -134,3 +135,24 @@ def test_a_second_start_starts_nothing():
 
     assert asyncio.run(main()) == 1
     assert producer.producer.started == 1
+
+
+def test_a_report_that_comes_after_a_hand_over_still_reaches_its_loop():
+    kafka = Kafka(queue=10)
+    kafka.acking = False
+    settled: list = []
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        acks = LoopAcks(kafka, settled.extend, 10, "test")
+        first, second = acks.track(loop, loop.create_future(), 1), acks.track(loop, loop.create_future(), 2)
+        first(None, "written")
+        acks.hand_over()  # the first report goes, and is settled: the second comes into a new batch
+        await asyncio.sleep(0)
+        second(None, "written")
+        acks.hand_over()
+        await asyncio.sleep(0)
+        acks.stop(lambda timeout: 0, 0)
+
+    asyncio.run(main())
+    assert [tag for _future, tag, _report in settled] == [1, 2]
