@@ -33,6 +33,7 @@ the records are Kafka records, read by Kafka tools) with RocketMQ's (``rocketmq.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from rocketkafka.errors import ConfigError
@@ -40,6 +41,7 @@ from rocketkafka.errors import ConfigError
 try:
     from opentelemetry import context as otel_context
     from opentelemetry import propagate, trace
+    from opentelemetry.propagators.textmap import Getter, Setter
     from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 except ImportError as exc:  # pragma: no cover - the message is the point; tests/unit/test_otel.py checks it
     raise ConfigError("OpenTelemetry tracing is on (otel=True or ROCKETKAFKA_OTEL=1) but opentelemetry-api is not "
@@ -55,11 +57,16 @@ SYSTEM = "kafka"
 #: The instrumentation scope of every span.
 SCOPE = "rocketkafka"
 
+try:  # the scope's version (not ``rocketkafka.__version__``: the package's face imports every layer)
+    _VERSION = version("rocketkafka")
+except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
+    _VERSION = "0+unknown"
+
 #: The headers the W3C propagators write (others a configured propagator uses are handled the same way).
 TRACE_HEADERS = frozenset({"traceparent", "tracestate", "baggage"})
 
 
-class _Getter:
+class _Getter(Getter[Headers]):
     """Reads a context from a Kafka header list, as opentelemetry-instrumentation-confluent-kafka's getter."""
 
     def get(self, carrier: Headers, key: str) -> list[str] | None:
@@ -70,7 +77,7 @@ class _Getter:
         return [k for k, _ in carrier]
 
 
-class _Setter:
+class _Setter(Setter[list[tuple[str, "bytes | None"]]]):
     """Writes a context into a Kafka header list, values as UTF-8 bytes (the instrumentation's setter)."""
 
     def set(self, carrier: list[tuple[str, bytes | None]], key: str, value: str) -> None:
@@ -151,9 +158,7 @@ def attributes(topic: str, headers: Headers, operation: str, op_type: str, key: 
 
 def tracer() -> trace.Tracer:
     """rocketkafka's tracer from the global tracer provider (asked per span: the application may set one later)."""
-    from rocketkafka import __version__
-
-    return trace.get_tracer(SCOPE, __version__)
+    return trace.get_tracer(SCOPE, _VERSION)
 
 
 def outgoing(record: Record, operation: str = "send", parent: otel_context.Context | None = None,

@@ -187,7 +187,8 @@ class Scanner:
             from rocketkafka.otel import checking
 
             self._spans = lambda halves: [dataclasses.replace(h, headers=tuple(
-                checking(h.headers, h.real_topic, h.producer_group))) for h in halves]
+                (k, v) for k, v in checking(h.headers, h.real_topic, h.producer_group) if v is not None))
+                for h in halves]
 
     def begin(self, index: int) -> _Scan:
         """Write the probe of a new scan of half partition ``index``."""

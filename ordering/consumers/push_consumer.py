@@ -305,7 +305,7 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext):
                 self._tracer.close()
             # dropped, not only closed: a librdkafka client's threads live as long as its object, and the
             # engine holds the step, which holds the sender
-            self._engine = self._sender = self._reconsumer = engine = self._tracer = None  # type: ignore[assignment]
+            self._engine = self._sender = self._reconsumer = engine = self._tracer = None
             # the finished frames of the traceback still hold them (engine, step, sender) as locals, for as
             # long as the error lives (a log record, a test's ExceptionInfo): let the clients and their
             # threads go now

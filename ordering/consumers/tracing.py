@@ -103,13 +103,13 @@ def otel_listeners(subscriptions: Subscriptions, group: str, options: ConsumerOp
     """
     if not options.otel_on(settings.otel):
         return False
-    from rocketkafka import otel
+    from rocketkafka.otel import SYSTEM, Processing, SpanKind, linked, tracer
 
     model = options.message_model.value.lower()
 
     def traced(listener: Callable[[MessageExt], Any]) -> Callable[[MessageExt], Any]:
         def process(msg: MessageExt) -> Any:
-            with otel.Processing(msg, group, model) as span:
+            with Processing(msg, group, model) as span:
                 try:
                     answer = listener(msg)
                 except Exception as exc:
@@ -124,14 +124,14 @@ def otel_listeners(subscriptions: Subscriptions, group: str, options: ConsumerOp
 
     def traced_batch(listener: Callable[[Any], Any]) -> Callable[[Any], Any]:
         def process(batch: Any) -> Any:
-            attrs = {"messaging.system": otel.SYSTEM, "messaging.operation.name": "process",
+            attrs: dict[str, Any] = {"messaging.system": SYSTEM, "messaging.operation.name": "process",
                      "messaging.operation.type": "process", "messaging.batch.message_count": len(batch),
                      "messaging.consumer.group.name": group, "rocketmq.consumption_model": model}
             if len(batch):
                 attrs["messaging.destination.name"] = batch[0].topic
-            with otel.tracer().start_as_current_span(f"process {attrs.get('messaging.destination.name', '')}",
-                                                     kind=otel.SpanKind.CONSUMER, attributes=attrs,
-                                                     links=otel.linked(batch)):
+            with tracer().start_as_current_span(f"process {attrs.get('messaging.destination.name', '')}",
+                                                     kind=SpanKind.CONSUMER, attributes=attrs,
+                                                     links=linked(batch)):
                 return listener(batch)
 
         return process
