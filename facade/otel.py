@@ -62,6 +62,8 @@ try:  # the scope's version (not ``rocketkafka.__version__``: the package's face
 except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
     _VERSION = "0+unknown"
 
+_TRACER = trace.get_tracer(SCOPE, _VERSION)
+
 #: The headers the W3C propagators write (others a configured propagator uses are handled the same way).
 TRACE_HEADERS = frozenset({"traceparent", "tracestate", "baggage"})
 
@@ -124,9 +126,10 @@ def message_type(h: dict[str, str]) -> str:
 
 
 def attributes(topic: str, headers: Headers, operation: str, op_type: str, key: bytes | None = None,
-               partition: int | None = None, offset: int | None = None) -> dict[str, Any]:
-    """The semantic-convention attributes of a span about one record of ``topic``."""
-    h = _text(headers)
+               partition: int | None = None, offset: int | None = None, h: dict[str, str] | None = None) -> dict[str, Any]:
+    """The semantic-convention attributes of a span about one record of ``topic`` (``h``: its system headers, read
+    already)."""
+    h = _text(headers) if h is None else h
     attrs: dict[str, Any] = {"messaging.system": SYSTEM, "messaging.destination.name": topic,
                              "messaging.operation.name": operation, "messaging.operation.type": op_type,
                              "rocketmq.message.type": message_type(h)}
@@ -157,8 +160,12 @@ def attributes(topic: str, headers: Headers, operation: str, op_type: str, key: 
 
 
 def tracer() -> trace.Tracer:
-    """rocketkafka's tracer from the global tracer provider (asked per span: the application may set one later)."""
-    return trace.get_tracer(SCOPE, _VERSION)
+    """rocketkafka's tracer of the global tracer provider.
+
+    Made once: before the application sets a provider it is the API's proxy, which uses the provider
+    once one is set (asking the SDK's provider per span took a third of a traced send's time).
+    """
+    return _TRACER
 
 
 def outgoing(record: Record, operation: str = "send", parent: otel_context.Context | None = None,
@@ -175,7 +182,7 @@ def outgoing(record: Record, operation: str = "send", parent: otel_context.Conte
     if parent is None and any(k in TRACE_HEADERS for k, _ in record.headers):
         parent = extract(record.headers)
     attrs = attributes(topic, record.headers, operation, "send" if kind is SpanKind.PRODUCER else operation,
-                       record.key, record.partition if topic == record.topic else None)
+                       record.key, record.partition if topic == record.topic else None, h=h)
     span = tracer().start_span(f"{operation} {topic}", context=parent, kind=kind, attributes=attrs)
     headers = inject(record.headers, trace.set_span_in_context(span))
     return span, Record(record.topic, record.partition, record.key, record.value, headers, record.msg_id)
