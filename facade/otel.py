@@ -1,7 +1,8 @@
 """OpenTelemetry tracing across every hop: W3C trace context in Kafka headers, and the spans of each hop.
 
-Off by default (``Settings.otel``, ``ROCKETKAFKA_OTEL=1``, or ``otel=True`` on a producer or
-consumer: :func:`wanted`). Only a client that is on imports this module, so with tracing off
+Off by default: ``otel=True`` on a producer or consumer turns it on for that client, ``Settings.otel``
+(``ROCKETKAFKA_OTEL=1``) for every client made with those settings, the sidecars included. Only a
+client that is on imports this module, so with tracing off
 nothing of OpenTelemetry is imported and no message does any tracing work: clients pick
 their traced code paths when they start, as the message trace (:mod:`rocketkafka.trace`) does.
 

@@ -80,7 +80,9 @@ class OtelProducer:
 
         try:
             self._producer.produce(topic, value, key, **{**kwargs, "headers": record.headers, "on_delivery": delivered})
-        except BaseException as exc:  # BufferError (the caller waits for room and tries again), a refusal
+        except BufferError:  # the queue is full: the caller waits for room and produces again, a span of its own;
+            raise            # this one is left unended, so it is never exported (no error span for a wait)
+        except BaseException as exc:  # refused at once
             finish(span, exc)
             raise
 
