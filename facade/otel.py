@@ -2,9 +2,9 @@
 
 Off by default: ``otel=True`` on a producer or consumer turns it on for that client, ``Settings.otel``
 (``ROCKETKAFKA_OTEL=1``) for every client made with those settings, the sidecars included. Only a
-client that is on imports this module, so with tracing off
-nothing of OpenTelemetry is imported and no message does any tracing work: clients pick
-their traced code paths when they start, as the message trace (:mod:`rocketkafka.trace`) does.
+client that is on imports this module, so with tracing off rocketkafka imports no OpenTelemetry
+(redis-py 7 may, on its own) and no message does any tracing work: clients pick their traced
+code paths when they start, as the message trace (:mod:`rocketkafka.trace`) does.
 
 The context travels as opentelemetry-instrumentation-confluent-kafka carries it: the global
 propagator (W3C ``traceparent`` / ``tracestate`` by default) writes plain Kafka headers with
