@@ -13,7 +13,9 @@ record is
 Produces are asynchronous: a batch's :class:`~rocketkafka.deliveries.BatchAck` is the
 scheduler's settlement (:mod:`~rocketkafka.ordering.work.settlement`), so the commit point passes a record only once its delivery
 is acknowledged -- a crash re-forwards at most the unacknowledged tail (duplicates,
-never loss, never early: the due time is checked again). A record that cannot be
+never loss, never early: the due time is checked again). A failed delivery (a write refused, a
+partition unreachable past the producer's timeout) rewinds the partition to the first record of
+its topic in the batch, so what was delivered to other topics before it is not forwarded twice. A record that cannot be
 forwarded (missing or garbled delay headers, an unknown real topic or partition) goes
 to the forwarder group's dead-letter topic with the reason; a real topic Kafka hides from
 this principal (no WRITE grant on it) is no unknown topic: its partition waits there, and the
@@ -109,7 +111,11 @@ class ForwardHandler:
         records, end = run.records, run.stop
         tier = self.tiers.by_topic[run.work.topic]
         ack = BatchAck(self._principal)
-        on_delivery = ack.track_many()
+        # one delivery callback per real topic, knowing the first record it writes: a refused topic then rewinds
+        # the partition to its first record, not the batch's (what went to other topics is not written twice)
+        trackers: dict[str, Any] = {}
+        on_delivery: Any = None
+        tracked_topic: str | None = None
         partitions, fields, dead_letter = self._partitions, self._fields, self._dead_letter
         lateness: list[int] = []  # of the records delivered here; into the metrics once per batch
         now = now_ms()
@@ -130,20 +136,24 @@ class ForwardHandler:
                     continue
                 known = partitions.get(real_topic)
                 if due <= now and known is not None and real_partition < known:  # the common case: due, deliver
+                    if real_topic is not tracked_topic:  # names are interned by _topic_name: `is` is enough
+                        on_delivery = trackers.get(real_topic) or trackers.setdefault(real_topic,
+                                                                                      ack.track_many(i))
+                        tracked_topic = real_topic
                     on_delivery.add()
                     try:
                         kafka.produce(real_topic, record.value(), record.key(), partition=real_partition,
                                       headers=kept, on_delivery=on_delivery)
                     except BufferError:  # the producer's queue is full: wait for room
                         on_delivery.cancel()
-                        _send(kafka, real_topic, real_partition, record.key(), record.value(), kept, ack.track())
+                        _send(kafka, real_topic, real_partition, record.key(), record.value(), kept, ack.track(i))
                     except KafkaException as exc:  # refused at once (a topic librdkafka knows is not ours to write)
                         on_delivery(exc.args[0] if exc.args else exc, _Unsent(real_topic))
                         return Outcome(i - start + 1, ack.close())  # the failed ack rewinds the partition here
                     lateness.append(now - due)
                     continue
-                pause_ms = self._not_plain(kafka, tier, record, due, real_topic, real_partition, headers, kept, ack,
-                                           lateness, run.work if holds else None)
+                pause_ms = self._not_plain(kafka, tier, record, i, due, real_topic, real_partition, headers, kept,
+                                           ack, lateness, run.work if holds else None)
                 if pause_ms is not None:
                     return Outcome(i - start, ack.close(), pause_ms)
             return Outcome(end - start, ack.close())
@@ -151,12 +161,12 @@ class ForwardHandler:
             if lateness:
                 self.metrics.on_forward_many(lateness)
 
-    def _not_plain(self, kafka: Any, tier: Tier, record: Any, due: int, real_topic: str, real_partition: int,
-                   headers: list[tuple[str, bytes | None]], kept: list[tuple[str, bytes | None]], ack: BatchAck,
-                   lateness: list[int], holding: Any) -> int | None:
-        """A record that is not yet due or whose destination is not known yet: hop, hold, deliver or
-        dead-letter it; returns the pause (ms) when the partition must wait for it. ``holding``: the
-        partition (its lock validity) when records may be held, else ``None``."""
+    def _not_plain(self, kafka: Any, tier: Tier, record: Any, index: int, due: int, real_topic: str,
+                   real_partition: int, headers: list[tuple[str, bytes | None]], kept: list[tuple[str, bytes | None]],
+                   ack: BatchAck, lateness: list[int], holding: Any) -> int | None:
+        """A record (at ``index`` of its batch) that is not yet due or whose destination is not known yet: hop,
+        hold, deliver or dead-letter it; returns the pause (ms) when the partition must wait for it.
+        ``holding``: the partition (its lock validity) when records may be held, else ``None``."""
         now = now_ms()
         action: Wait | Hold | Hop | Deliver = DELIVER if due <= now else \
             self.tiers.decide(tier, record.timestamp()[1], due, now)
@@ -167,7 +177,7 @@ class ForwardHandler:
         if isinstance(action, Hop):
             target = action.tier.topic
             partition = self.tiers.partition_for(real_topic, real_partition, self._partitions[target])
-            _send(kafka, target, partition, record.key(), record.value(), headers, ack.track())
+            _send(kafka, target, partition, record.key(), record.value(), headers, ack.track(index))
             self.metrics.on_reroute()
             return None
         known = self._partitions.get(real_topic)
@@ -182,9 +192,9 @@ class ForwardHandler:
                 return None
         if isinstance(action, Hold):
             ack.follow(self.holds.add(due, partial(self._deliver, real_topic, real_partition, record.key(),
-                                                   record.value(), kept, due, holding)))
+                                                   record.value(), kept, due, holding)), index)
             return None
-        _send(kafka, real_topic, real_partition, record.key(), record.value(), kept, ack.track())
+        _send(kafka, real_topic, real_partition, record.key(), record.value(), kept, ack.track(index))
         lateness.append(now - due)
         return None
 

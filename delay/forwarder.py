@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -176,7 +177,12 @@ class DelayForwarder(EngineStatus):
         if self._trace:
             self._tracer = Tracer(self.settings, f"delay forwarder {o.instance_name}")
             producer = TracedProducer(producer, self._tracer, self.tiers)
-        reconsumer = Reconsumer(sender, self.group, tracer=self._tracer)
+        otel = o.otel_on(self.settings.otel)
+        if otel:  # each record forwarded is a span, child of the message's; the record carries the span on
+            from rocketkafka.otel_sender import OtelProducer
+
+            producer = OtelProducer(producer)
+        reconsumer = Reconsumer(sender, self.group, tracer=self._tracer, otel=otel)
         durably = WriteUntilDurable(lambda: self._closed.is_set())
         self._handler = handler = ForwardHandler(
             self.tiers, producer, self._partitions, admin.partitions,
@@ -189,7 +195,7 @@ class DelayForwarder(EngineStatus):
             principal = principal_of(self.settings.kafka)
             batch_handler = transactional_forwarding(
                 handler, self.transactions,
-                (lambda txn: TracedProducer(txn, tracer, self.tiers)) if tracer is not None else None,
+                _wrapping(tracer, self.tiers, otel),
                 (lambda topics: write_refusal(admin, topics, principal)) if secured(self.settings.kafka) else None)
         internal = {**{t: self.config.partitions for t in self.tiers.topics()}, reconsumer.dlq_topic: 1}
         step = batch_step(batch_handler, o, f"fwd-{self.group}", self.tiers.topics(), None, internal,
@@ -348,3 +354,21 @@ class DelayForwarder(EngineStatus):
                 self._partitions[topic] = count
             elif topic not in self.tiers.by_topic:
                 self._partitions.pop(topic, None)
+
+
+def _wrapping(tracer: Tracer | None, tiers: Tiers, otel: bool) -> Callable[[Any], Any] | None:
+    """What exactly-once forwarding writes through, made from each run's transactional producer: the message
+    trace's producer and/or OpenTelemetry's (``None``: the producer itself)."""
+    if tracer is None and not otel:
+        return None
+
+    def wrap(producer: Any) -> Any:
+        if tracer is not None:
+            producer = TracedProducer(producer, tracer, tiers)
+        if otel:
+            from rocketkafka.otel_sender import OtelProducer
+
+            producer = OtelProducer(producer)
+        return producer
+
+    return wrap

@@ -3,15 +3,17 @@
 A thin door over :class:`~rocketkafka.producer.Producer` (same arguments, same checks, same
 records): a send hands the record to librdkafka on the event loop's thread and returns a future
 that the acknowledgement resolves, so one task may keep thousands of sends in flight
-(``asyncio.gather``) where :meth:`Producer.send_sync` waits for each. Acknowledgements are served
-by one thread per producer, which polls librdkafka only while sends are in flight and hands the
-results of each poll to their loop in one call (``call_soon_threadsafe``: one wake-up of the loop
-per poll, not per message).
+(``asyncio.gather``) where :meth:`Producer.send_sync` waits for each. Acknowledgements come
+through :class:`~rocketkafka.loop_acks.LoopAcks`: one thread per producer, one wake-up of the loop
+per poll of librdkafka, not per message.
 
 Sends need the topic's partition count (to check the topic exists, to route delayed, selected and
 sharded sends); the first send to a topic asks the broker on a worker thread (``asyncio.to_thread``),
-and so does the first after :data:`FRESH_S`, so the event loop never waits for a broker. A full
-librdkafka queue still makes a send wait for room, as the sync producer's do.
+and so does the first after :data:`FRESH_S`, so the event loop never waits for a broker. Sends in
+flight are bounded by librdkafka's queue (``queue.buffering.max.messages``): past it a send awaits room
+(its task waits, not the loop), in order behind the sends to its topic before it. A shutdown fails
+the futures of sends not acknowledged by its timeout (:class:`~rocketkafka.errors.SendError`), so no
+awaiter is left waiting.
 
 >>> async def main():                                             # doctest: +SKIP
 ...     async with AsyncProducer("pg", {"bootstrap.servers": "127.0.0.1:9092"}) as p:
@@ -22,31 +24,23 @@ librdkafka queue still makes a send wait for room, as the sync producer's do.
 from __future__ import annotations
 
 import asyncio
-import logging
-import threading
 import time
+from functools import partial
 from typing import Any
 
 from confluent_kafka import KafkaError
 
 from rocketkafka.errors import StateError
+from rocketkafka.loop_acks import DEFAULT_QUEUE, LoopAcks, Report
 from rocketkafka.message import Message, SendResult, SendStatus, require_message
 from rocketkafka.producer import Producer
 from rocketkafka.queue_selectors import Selector
 from rocketkafka.record import Record
 from rocketkafka.sender import Sender
 
-log = logging.getLogger(__name__)
-
-#: How long the acknowledgement thread's poll of librdkafka waits while sends are in flight (s).
-ACK_POLL_S = 0.05
 #: A topic's partition count is looked up again (on a worker thread) this long after the last look-up (s): before
 #: the producer's own cache of it ages out (30 s), so no send on the loop waits for the broker.
 FRESH_S = 25.0
-
-#: One acknowledgement: the future, [message id, topic] of the send, and librdkafka's report (the message written,
-#: or the error).
-_Ack = tuple["asyncio.Future[SendResult]", list[str], Any]
 
 
 class AsyncProducer:
@@ -62,26 +56,26 @@ class AsyncProducer:
 
     def __init__(self, group_id: str, config: dict[str, Any] | None = None, **options: Any) -> None:
         self.producer = Producer(group_id, config, **options)
-        self._in_flight = 0
-        self._count = threading.Lock()  # guards _in_flight and _acks
-        self._acks: dict[asyncio.AbstractEventLoop, list[_Ack]] = {}  # results not yet handed to their loop
-        self._wake = threading.Event()
+        self._acks: LoopAcks | None = None  # while started
         self._closing = False
-        self._thread: threading.Thread | None = None
         self._fresh: dict[str, float] = {}  # topic -> until when the producer's partition count of it is fresh
         self._queued: dict[str, int] = {}  # topic -> sends waiting off the loop (later sends queue behind them)
         self._queues: dict[str, asyncio.Lock] = {}  # topic -> the order of those sends
 
     async def start(self) -> None:
-        """Connect (on a worker thread: the broker's first answer may take a while)."""
+        """Connect (on a worker thread: the broker's first answer may take a while). Started already: nothing."""
+        if self._acks is not None:
+            return
         await asyncio.to_thread(self.producer.start)
+        sender = self.producer.sender
         self._closing = False
-        self._thread = threading.Thread(target=self._serve_acks, name=f"rk-aio-acks-{self.producer.group_id}",
-                                        daemon=True)
-        self._thread.start()
+        self._acks = LoopAcks(sender.kafka, partial(_settle, sender.principal),
+                              int(sender.config.get("queue.buffering.max.messages", DEFAULT_QUEUE)),
+                              f"async producer {self.producer.group_id}")
 
     async def shutdown(self, timeout: float = 30.0) -> None:
-        """Wait (up to ``timeout`` s) for the sends in flight, then close."""
+        """Wait (up to ``timeout`` s) for the sends in flight, then close; the futures of sends still not
+        acknowledged fail with :class:`~rocketkafka.errors.SendError` (Kafka may still have written them)."""
         await asyncio.to_thread(self._close, timeout)
 
     async def __aenter__(self) -> AsyncProducer:
@@ -110,13 +104,15 @@ class AsyncProducer:
         reports there what it found instead: :class:`~rocketkafka.errors.TopicNotFoundError`, a message error.
         """
         require_message(msg, "send")
-        if self._thread is None or self._closing:
+        acks = self._acks
+        if acks is None or self._closing:
             raise StateError("async producer not started: use `async with AsyncProducer(...)` or await start()")
         topic = msg.topic
         delayed = msg.delay_time_level or msg.deliver_at is not None or msg.delay is not None
-        if delayed or self._queued.get(topic) or self._fresh.get(topic, 0.0) < time.monotonic():
-            # off the loop: a topic look-up, or a delayed message's routing (it may create the level topics);
-            # sends to the topic queue up behind it in order, so a sharding key's order holds
+        if delayed or self._queued.get(topic) or self._fresh.get(topic, 0.0) < time.monotonic() or acks.full():
+            # off the loop: a topic look-up, or a delayed message's routing (it may create the level topics), or
+            # librdkafka's queue is full; sends to the topic queue up behind it in order, so a sharding key's
+            # order holds
             self._queued[topic] = self._queued.get(topic, 0) + 1
             left = [False]  # the queue, once this send is on its way (or failed, or was cancelled, maybe unstarted)
             task = asyncio.ensure_future(self._send_queued(msg, selector, arg, sharding_key, bool(delayed), left))
@@ -126,8 +122,10 @@ class AsyncProducer:
 
     async def _send_queued(self, msg: Message, selector: Selector | None, arg: Any, sharding_key: str | None,
                            delayed: bool, left: list[bool]) -> SendResult:
-        topic, sender = msg.topic, self.producer.sender
+        topic, sender, acks = msg.topic, self.producer.sender, self._acks
         async with self._queue_of(topic):  # asyncio's locks wake their waiters in order
+            if acks is not None:
+                await acks.room()
             if self._fresh.get(topic, 0.0) < time.monotonic():
                 await asyncio.to_thread(sender.look_up, topic, self.producer.send_timeout)
                 self._fresh[topic] = time.monotonic() + FRESH_S
@@ -158,73 +156,28 @@ class AsyncProducer:
             record = sender.prepare(msg, selector, arg, sharding_key=sharding_key)
         # the id this send gave (the Message object may be sent again before this one's result) and its topic
         sent = [record.msg_id if record is not None else "", msg.topic]
-
-        def delivered(err: Any, kmsg: Any) -> None:  # the acknowledgement thread (or the loop's, queue full)
-            with self._count:  # as little as can be here: the result is made on the loop
-                self._in_flight -= 1
-                self._acks.setdefault(loop, []).append((future, sent, kmsg if err is None else err))
-
-        with self._count:
-            self._in_flight += 1
-            first = self._in_flight == 1
+        acks = self._acks
+        assert acks is not None  # send() checked it
+        delivered = acks.track(loop, future, sent)
         try:
             if record is None:
                 sent[0] = sender.produce_message(msg, delivered)
             else:
                 sender.produce(record, delivered)
         except BaseException:
-            with self._count:
-                self._in_flight -= 1
+            acks.untrack()
             raise
-        if first:  # the acknowledgement thread may be asleep
-            self._wake.set()
         return future
-
-    # -- the acknowledgement thread -------------------------------------------------------------------------
-    def _serve_acks(self) -> None:
-        """Poll librdkafka while sends are in flight, handing each poll's results to their loops; sleep on the
-        wake event otherwise."""
-        kafka = self.producer.sender.kafka
-        while not self._closing:
-            if not self._in_flight:
-                self._wake.wait(1.0)
-                self._wake.clear()
-                self._hand_over()  # results served on a loop's own thread (a full queue) while none was in flight
-                continue
-            try:
-                kafka.poll(ACK_POLL_S)
-            except Exception:  # a fatal producer error: its sends' reports still come (failed), so keep serving
-                log.exception("async producer %s: serving acknowledgements failed", self.producer.group_id)
-                time.sleep(ACK_POLL_S)
-            self._hand_over()
-
-    def _hand_over(self) -> None:
-        """The results gathered so far, to their loops: one wake-up each."""
-        with self._count:
-            if not self._acks:
-                return
-            acks, self._acks = self._acks, {}
-        for loop, batch in acks.items():
-            try:
-                loop.call_soon_threadsafe(_settle, batch, self.producer.sender.principal)
-            except RuntimeError:  # the loop was closed before its acknowledgements came: nobody awaits them
-                pass
 
     def _close(self, timeout: float) -> None:
         self._closing = True
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        try:
-            self.producer.flush(timeout)  # serves the last acknowledgements on this thread
-        except StateError:  # never started
-            pass
-        self._hand_over()
+        acks, self._acks = self._acks, None
+        if acks is not None:
+            acks.stop(self.producer.flush, timeout)  # flushes on this thread; what is not acknowledged by then fails
         self.producer.shutdown()
 
 
-def _settle(acks: list[_Ack], principal: str | None) -> None:
+def _settle(principal: str | None, acks: list[Report]) -> None:
     """Resolve each future on its loop, unless its awaiting task was cancelled (the topic is where the record went,
     a delay level's for a delayed message, as :meth:`Producer.send_sync` says; the send's id was set when it
     returned, before any acknowledgement reaches the loop)."""

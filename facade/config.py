@@ -127,6 +127,9 @@ class Settings(BaseSettings):
             consumer sends fewer empty fetches; a broker that holds every fetch for its whole wait (Tansu,
             DESIGN §4) needs :data:`SHORT_FETCH_WAIT_MS`. The test backends and the dev stack probe which one
             their broker is (:func:`rocketkafka.testing.broker_probes.probe_fetch_wait`).
+        otel: OpenTelemetry tracing (:mod:`rocketkafka.otel`: spans of every hop, W3C trace context in the
+            headers) for every client made with these settings that does not say otherwise (``otel=``);
+            ``ROCKETKAFKA_OTEL=1`` turns it on for the sidecars too. Needs the ``otel`` extra.
 
     Where values come from, first wins: arguments in code, ``ROCKETKAFKA_*`` variables, the
     properties file ``ROCKETKAFKA_CONFIG_FILE`` names (:mod:`rocketkafka.config_file`, the place for
@@ -149,6 +152,7 @@ class Settings(BaseSettings):
     internal_replication_factor: int | None = None
     internal_min_insync_replicas: int | None = None
     fetch_wait_ms: int | None = Field(default=None, ge=0, le=300_000)
+    otel: bool = False
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,

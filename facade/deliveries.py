@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from rocketkafka.refusals import send_error
@@ -80,11 +81,15 @@ class Ack:
 class BatchAck(Ack):
     """The ack of several deliveries: resolves once it is closed and every tracked delivery is in.
 
-    The first failure becomes its error (the consumer then rewinds to the first record of the batch); a write
-    no ACL allows names ``principal`` (:func:`rocketkafka.refusals.send_error`).
+    The first failure becomes its error; a write no ACL allows names ``principal``
+    (:func:`rocketkafka.refusals.send_error`). A delivery tracked with the index of the first record it
+    covers (``track(first)``, ``track_many(first)``, ``follow(ack, first)``) lets the consumer rewind to
+    the first failed record rather than the first of the batch (:attr:`failed_from`): what was delivered
+    before it is not written twice.
     """
 
-    __slots__ = ("_pending", "_tracked", "_closed", "_lock", "_trackers", "_principal", "failed_topics")
+    __slots__ = ("_pending", "_tracked", "_closed", "_lock", "_trackers", "_principal", "failed_topics",
+                 "failed_from")
 
     def __init__(self, principal: str | None = None) -> None:
         super().__init__()
@@ -95,24 +100,29 @@ class BatchAck(Ack):
         self._trackers: list[_Tracker] = []
         #: topics of failed deliveries (a few): a transaction's refused commit names none, its purged records do
         self.failed_topics: set[str] = set()
+        #: once a delivery failed: the lowest ``first`` index of the failed deliveries (-1 when one was
+        #: tracked without an index), so every record before it was delivered; ``None`` while none failed
+        self.failed_from: int | None = None
 
-    def track(self) -> Callable[[Any, Any], None]:
-        """One more delivery to wait for; returns its ``on_delivery(err, msg)`` callback."""
+    def track(self, first: int | None = None) -> Callable[[Any, Any], None]:
+        """One more delivery to wait for; returns its ``on_delivery(err, msg)`` callback. ``first``: the
+        index of the record it writes (see the class docstring)."""
         with self._lock:
             self._pending += 1
             self._tracked += 1
-        return self._one_done
+        return self._one_done if first is None else partial(self._one_done, first=first)
 
-    def track_many(self) -> _Tracker:
-        """A delivery callback for many deliveries: call ``add()`` before each produce (cheaper than track())."""
-        tracker = _Tracker(self)
+    def track_many(self, first: int | None = None) -> _Tracker:
+        """A delivery callback for many deliveries: call ``add()`` before each produce (cheaper than track()).
+        ``first``: the index of the first record it writes, or ``None``."""
+        tracker = _Tracker(self, first)
         with self._lock:
             self._trackers.append(tracker)
         return tracker
 
-    def follow(self, other: Ack) -> None:
-        """Wait for ``other`` too."""
-        done = self.track()
+    def follow(self, other: Ack, first: int | None = None) -> None:
+        """Wait for ``other`` too (``first``: the index of the first record it writes, or ``None``)."""
+        done = self.track(first)
         other.add_done_callback(lambda ack: done(ack.exception(), None))
 
     def close(self) -> BatchAck | None:
@@ -129,10 +139,12 @@ class BatchAck(Ack):
             return self
         return None
 
-    def _one_done(self, err: Any, _msg: Any) -> None:
+    def _one_done(self, err: Any, _msg: Any, first: int | None = None) -> None:
         with self._lock:
             self._pending -= 1
             if err is not None:
+                at = -1 if first is None else first
+                self.failed_from = at if self.failed_from is None else min(self.failed_from, at)
                 if len(self.failed_topics) < 8:
                     self.failed_topics.add(_topic_of(_msg))
                 if self._error is None:
@@ -150,11 +162,12 @@ class _Tracker:
     :meth:`BatchAck.close` time and with each report (both under the ack's lock).
     """
 
-    __slots__ = ("ack", "added")
+    __slots__ = ("ack", "added", "first")
 
-    def __init__(self, ack: BatchAck) -> None:
+    def __init__(self, ack: BatchAck, first: int | None = None) -> None:
         self.ack = ack
         self.added = 0
+        self.first = first
 
     def add(self) -> None:
         self.added += 1
@@ -163,7 +176,7 @@ class _Tracker:
         self.added -= 1
 
     def __call__(self, err: Any, msg: Any) -> None:
-        self.ack._one_done(err, msg)
+        self.ack._one_done(err, msg, self.first)
 
 
 def _topic_of(msg: Any) -> str:

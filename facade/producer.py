@@ -46,8 +46,10 @@ class Producer(ConnectionSetters, ServiceContext):
         message_index: index message ids and keys in Redis (:mod:`rocketkafka.message_index`) for
             ``rocketkafka admin query-msg``; ``True`` keeps entries for the default retention, a
             :class:`~rocketkafka.message_index.MessageIndex` sets its own.
+        otel: an OpenTelemetry PRODUCER span per send, its W3C trace context in the record's headers
+            (:mod:`rocketkafka.otel`; needs the ``otel`` extra); ``None``: as ``Settings.otel`` (``ROCKETKAFKA_OTEL``).
 
-    Trace and index are off by default; off, the send path has no extra work per message.
+    Trace, index and OpenTelemetry are off by default; off, the send path has no extra work per message.
 
     Raises:
         ConfigError: ``group_id`` is not a valid group name (1-255 characters, no control characters),
@@ -60,7 +62,8 @@ class Producer(ConnectionSetters, ServiceContext):
     def __init__(self, group_id: str, config: dict[str, Any] | bool | None = None, timeout: int | None = None,
                  compress_level: int | None = None, max_message_size: int | None = None, *,
                  redis_urls: list[str] | None = None, settings: Settings | None = None, send_timeout: float = 30.0,
-                 orderly: bool = False, trace: bool = False, message_index: bool | MessageIndex = False) -> None:
+                 orderly: bool = False, trace: bool = False, message_index: bool | MessageIndex = False,
+                 otel: bool | None = None) -> None:
         if isinstance(config, bool):  # rocketmq-client-python's Producer(group_id, orderly)
             config = None
         if config is not None and not isinstance(config, dict):
@@ -73,6 +76,7 @@ class Producer(ConnectionSetters, ServiceContext):
         self.send_timeout = send_timeout
         self._sender: Sender | None = None
         self._trace = trace
+        self._otel = otel
         self._index = message_index
         if message_index is not False and not isinstance(message_index, (bool, MessageIndex)):
             raise ConfigError(f"message_index must be a bool or a MessageIndex, got {type(message_index).__name__}")
@@ -130,20 +134,33 @@ class Producer(ConnectionSetters, ServiceContext):
                 sends wait for it, up to the send timeout.
         """
         if self._sender is None:
-            if not self._trace and self._index is False:
+            if not self._trace and self._index is False and not self.otel:
                 sender = Sender(self.settings, self._producer_config, self.group_id, send_timeout=self.send_timeout)
             else:
                 index = self._index if isinstance(self._index, MessageIndex) else \
                     MessageIndex(self.settings.require_redis(), self.settings.keys) if self._index else None
                 tracer = Tracer(self.settings, f"producer {self.group_id}") if self._trace else None
-                sender = ObservedSender(self.settings, self._producer_config, self.group_id, tracer=tracer,
-                                        index=index, send_timeout=self.send_timeout)
+                sender = self._sender_class()(self.settings, self._producer_config, self.group_id, tracer=tracer,
+                                              index=index, send_timeout=self.send_timeout)
             try:
                 sender.check_access(min(self.send_timeout, 10.0))
             except BaseException:
                 sender.close(0)
                 raise
             self._sender = sender
+
+    @property
+    def otel(self) -> bool:
+        """Whether this producer's sends are OpenTelemetry spans (``otel=``, else ``Settings.otel``)."""
+        return self._otel if self._otel is not None else self.settings.otel
+
+    def _sender_class(self) -> type[ObservedSender]:
+        """The send engine with observers: with OpenTelemetry spans when :attr:`otel` (imported only then)."""
+        if not self.otel:
+            return ObservedSender
+        from rocketkafka.otel_sender import OtelSender
+
+        return OtelSender
 
     def shutdown(self) -> None:
         """Deliver what is queued and close."""

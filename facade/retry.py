@@ -42,10 +42,12 @@ class Reconsumer:
         retry_router: optional ``(record, reconsume_times) -> record`` that delays the copy
             (the delay package routes it through level ``3 + reconsume_times``).
         tracer: writes ``RETRIED`` / ``DEAD_LETTERED`` trace events (:mod:`rocketkafka.trace`).
+        otel: write each copy in an OpenTelemetry span (:mod:`rocketkafka.otel`), the copy carrying its context.
     """
 
     def __init__(self, sender: Sender, group: str, max_reconsume_times: int = 16,
-                 retry_router: Callable[[Record, int], Record] | None = None, tracer: Tracer | None = None) -> None:
+                 retry_router: Callable[[Record, int], Record] | None = None, tracer: Tracer | None = None,
+                 otel: bool = False) -> None:
         if max_reconsume_times < 0:
             raise ValueError("max_reconsume_times must be >= 0")
         self.sender = sender
@@ -57,8 +59,13 @@ class Reconsumer:
         self.dlq_topic = sender.settings.topics.dead_letter(group)
         self._counts: Counter[tuple[str, str]] = Counter()  # (retried | dead_lettered, original topic) -> copies
         self._counted = threading.Lock()  # workers write copies concurrently (a rare path: a lock is fine)
+        self._write: Callable[[Record], None] = self._write_now
+        if otel:  # chosen once: off, OpenTelemetry is never imported
+            from rocketkafka.otel_sender import traced_write
 
-    def _write(self, record: Record) -> None:
+            self._write = traced_write(self._write_now)
+
+    def _write_now(self, record: Record) -> None:
         """Write a copy: into this thread's Kafka transaction when a handler runs in one (it commits with the
         consumed offset: :mod:`rocketkafka.exactly_once`), else at once, waiting for the ack."""
         producer = transaction_producer()

@@ -90,3 +90,25 @@ def crc64_avro(data: bytes) -> int:
     for b in data:
         fp = (fp >> 8) ^ table[(fp ^ b) & 0xFF]
     return fp
+
+
+@pytest.fixture(scope="session")
+def _otel_exporter():
+    """The process's one OpenTelemetry tracer provider (the global one can be set once), exporting to memory."""
+    sdk = pytest.importorskip("opentelemetry.sdk.trace")
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = sdk.TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    return exporter
+
+
+@pytest.fixture
+def otel_spans(_otel_exporter):
+    """The in-memory exporter of the spans this test ends (cleared before it); ``get_finished_spans()`` reads them."""
+    _otel_exporter.clear()
+    return _otel_exporter

@@ -163,7 +163,7 @@ class TransactionChecker(EngineStatus):
         self._sender = Sender(s)
         self._markers = EndMarkers(s.require_redis(), s.keys, 1)
         self._step.scanner = Scanner(self.topics, self._sender, self._markers, self.options, self._stats,
-                                     self._committed, self._ensure_check_topics)
+                                     self._committed, self._ensure_check_topics, otel=s.otel)
         try:
             self._engine.open()
         except BaseException:

@@ -81,6 +81,8 @@ class TransactionMQProducer(Producer):
         redis_urls: the Redis nodes (the check-request consumer's lock table, end markers).
         settings: ready :class:`Settings` instead of ``config``/``redis_urls``.
         options: :class:`TransactionOptions`; keyword ``overrides`` replace single fields.
+        otel: OpenTelemetry spans of the half's send and of the commit (as :class:`~rocketkafka.Producer`);
+            the check-back answers are spans as ``Settings.otel`` or ``options.check`` say.
 
     >>> def check(msg):                                          # doctest: +SKIP
     ...     return TransactionStatus.COMMIT if orders.paid(msg.transaction_id) else TransactionStatus.UNKNOWN
@@ -91,11 +93,11 @@ class TransactionMQProducer(Producer):
     def __init__(self, group_id: str, check_callback: CheckCallback | Any, config: dict[str, Any] | Any = None,
                  timeout: int | None = None, compress_level: int | None = None, max_message_size: int | None = None,
                  *, redis_urls: list[str] | None = None, settings: Settings | None = None,
-                 options: TransactionOptions | None = None, **overrides: Any) -> None:
+                 options: TransactionOptions | None = None, otel: bool | None = None, **overrides: Any) -> None:
         check_group_name(group_id, "producer group")
         self._check, self._execute = _listener(check_callback)
         super().__init__(group_id, config if isinstance(config, dict) else None, timeout, compress_level,
-                         max_message_size, redis_urls=redis_urls, settings=settings)
+                         max_message_size, redis_urls=redis_urls, settings=settings, otel=otel)
         base = options or TransactionOptions()
         options = TransactionOptions.model_validate({**base.model_dump(exclude_unset=True), **overrides}) if overrides else base
         if "instance_name" not in options.check.model_fields_set:  # one member per producer, even with shared options
@@ -116,7 +118,9 @@ class TransactionMQProducer(Producer):
                 require_exactly_once(self.settings, f"transaction producer of group {self.group_id}",
                                      "kafka_transactions", transactional_id_prefix=f"{self.group_id}.",
                                      group=topics.check_request(self.group_id))  # its ids and group: its own
-            self._sender = Sender(self.settings, self._producer_config, self.group_id, send_timeout=self.send_timeout)
+            # with OpenTelemetry: the half's send and the commit's are spans, the real message continues the trace
+            self._sender = (self._sender_class() if self.otel else Sender)(
+                self.settings, self._producer_config, self.group_id, send_timeout=self.send_timeout)
             opened.append(self._sender.close)
             provision(self._sender.admin, topics, o.half_partitions, o.check_partitions, self.group_id)
             self._markers = EndMarkers(self.settings.require_redis(), self.settings.keys, o.end_marker_ttl_ms)

@@ -25,6 +25,7 @@ does a check-request topic this principal may neither see nor create (told once 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import deque
@@ -172,13 +173,22 @@ class Scanner:
         stats: the counters to bump.
         committed: ``half partition -> {tp: offset}`` last committed (for resets).
         ensure_check_topics: creates check-request topics of producer groups not seen yet.
+        otel: each check-back is an OpenTelemetry ``check`` span (:func:`rocketkafka.otel.checking`), child of the
+            half's context; the re-written half and the check request carry it.
     """
 
     def __init__(self, topics: TopicNames, sender: Sender, markers: EndMarkers, options: CheckerOptions,
                  stats: CheckerStats, committed: Callable[[TP], Mapping[TP, int]],
-                 ensure_check_topics: Callable[[set[str]], None]) -> None:
+                 ensure_check_topics: Callable[[set[str]], None], otel: bool = False) -> None:
         self.topics, self.sender, self.markers, self.options, self.stats = topics, sender, markers, options, stats
         self._committed, self._ensure_check_topics = committed, ensure_check_topics
+        self._spans: Callable[[list[HalfMessage]], list[HalfMessage]] | None = None
+        if otel:  # chosen once: off, OpenTelemetry is never imported
+            from rocketkafka.otel import checking
+
+            self._spans = lambda halves: [dataclasses.replace(h, headers=tuple(
+                (k, v) for k, v in checking(h.headers, h.real_topic, h.producer_group) if v is not None))
+                for h in halves]
 
     def begin(self, index: int) -> _Scan:
         """Write the probe of a new scan of half partition ``index``."""
@@ -270,6 +280,8 @@ class Scanner:
                 part.reset(self._committed(part.half_tp))
                 return False
         timeout = self.options.transaction_timeout_ms / 1000 + 30
+        if self._spans is not None and checks:
+            checks = self._spans(checks)
         written = produce_all(self.sender, [h.copy_record(self.topics) for h in checks] + parked, timeout)
         failed = [d.error for d in written if d.error is not None]
         refused = [d.refusal for d in written if d.refusal is not None]

@@ -52,7 +52,7 @@ from rocketkafka.ordering.work.partition import ByKey, Chunker, Serial, Unordere
 from rocketkafka.ordering.consumers.transactions import PartitionTransactions, transactional_id_prefix
 from rocketkafka.ordering.group.presence import DELAY_FORWARDER, Presence
 from rocketkafka.ordering.consumers.subscriptions import Subscription, Subscriptions, selector_of
-from rocketkafka.ordering.consumers.tracing import ListenerTrace
+from rocketkafka.ordering.consumers.tracing import ListenerTrace, otel_listeners
 from rocketkafka.retry import Reconsumer
 from rocketkafka.schedule.routing import retry_backoff
 from rocketkafka.sender import Sender
@@ -287,14 +287,14 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext, AsyncShutdow
                     self.group_id), group=self.group_id)  # first: a refusal leaves nothing behind
             if self._trace:
                 self._traced()
-            if any(sub.asynchronous for sub in self._subscriptions.by_topic.values()):
-                self._listeners_loop.start()  # its thread only for a consumer with an async def listener
+            self._listeners_loop.start_for(self._subscriptions, otel=o.otel_on(self.settings.otel))
+            otel = otel_listeners(self._subscriptions, self.group_id, o, self.settings)  # on: process spans
             # broadcasting writes nothing: its producer asks for no producer id, which would need a WRITE grant
             self._sender = Sender(self.settings, {"enable.idempotence": False} if self.broadcasting else None)
             self._reconsumer = Reconsumer(self._sender, self.group_id, o.max_reconsume_times,
                                           retry_router=retry_backoff(self._sender)
                                           if o.retry_backoff and not self.orderly else None,
-                                          tracer=self._tracer)
+                                          tracer=self._tracer, otel=otel)
             engine = self._engine = OwnershipEngine(
                 self.group_id, self.settings, o, self._step(), kafka_config=self._consumer_config,
                 offsets_group=f"{self.group_id}.bcast.{o.instance_name}" if self.broadcasting else None,
@@ -313,8 +313,7 @@ class PushConsumer(ConnectionSetters, EngineStatus, ServiceContext, AsyncShutdow
             self._listeners_loop.close()
             # dropped, not only closed: a librdkafka client's threads live as long as its object, and the
             # engine holds the step, which holds the sender
-            self._engine = self._sender = self._reconsumer = engine = None
-            self._tracer = None
+            self._engine = self._sender = self._reconsumer = engine = self._tracer = None
             # the finished frames of the traceback still hold them (engine, step, sender) as locals, for as
             # long as the error lives (a log record, a test's ExceptionInfo): let the clients and their
             # threads go now

@@ -1,5 +1,5 @@
 """Trace events of a consumer (``PushConsumer(trace=True)``): ``DELIVERED`` and ``CONSUMED`` around the
-listener.
+listener; and its OpenTelemetry process spans (``otel=True``: :func:`otel_listeners`).
 
 The consumer wraps each subscription's listener when it starts with tracing on, so the
 listener loop itself is the same with tracing on or off: off, nothing here runs. An
@@ -9,12 +9,16 @@ same and the record takes its usual way to the dead-letter topic.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
 
+from rocketkafka.config import Settings
 from rocketkafka.errors import MalformedRecordError
 from rocketkafka.message import ConsumeOrderlyStatus, ConsumeStatus, MessageExt
+from rocketkafka.ordering.consumers.subscriptions import Subscriptions
+from rocketkafka.ordering.engine.options import ConsumerOptions
 from rocketkafka.trace import CONSUMED, DELIVERED, Tracer
 
 
@@ -85,3 +89,54 @@ class ListenerTrace:
             return answer
 
         return traced
+
+
+def otel_listeners(subscriptions: Subscriptions, group: str, options: ConsumerOptions, settings: Settings) -> bool:
+    """Wrap every listener of ``subscriptions`` in OpenTelemetry process spans when tracing is on
+    (:meth:`ConsumerOptions.otel_on`, else ``Settings.otel``); returns whether it is on.
+
+    Called once when the consumer starts: off, the listeners stay as they are and OpenTelemetry is
+    not imported. A per-message listener's span is the parent of the message's retry or
+    dead-letter copy (:meth:`rocketkafka.otel.Processing.failed`); a batch listener's one span links
+    to each message's context (OpenTelemetry's batch convention), and its copies continue each
+    message's own trace.
+    """
+    if not options.otel_on(settings.otel):
+        return False
+    from rocketkafka.otel import SYSTEM, Processing, SpanKind, linked, tracer
+
+    model = options.message_model.value.lower()
+
+    def traced(listener: Callable[[MessageExt], Any]) -> Callable[[MessageExt], Any]:
+        def process(msg: MessageExt) -> Any:
+            with Processing(msg, group, model) as span:
+                try:
+                    answer = listener(msg)
+                except Exception as exc:
+                    span.failed(msg, f"{type(exc).__name__}: {exc}")
+                    raise
+                status = _status(answer)
+                if status not in ("SUCCESS", "PENDING"):
+                    span.failed(msg, status)
+                return answer
+
+        return process
+
+    def traced_batch(listener: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        def process(batch: Any) -> Any:
+            attrs: dict[str, Any] = {"messaging.system": SYSTEM, "messaging.operation.name": "process",
+                     "messaging.operation.type": "process", "messaging.batch.message_count": len(batch),
+                     "messaging.consumer.group.name": group, "rocketmq.consumption_model": model}
+            if len(batch):
+                attrs["messaging.destination.name"] = batch[0].topic
+            with tracer().start_as_current_span(f"process {attrs.get('messaging.destination.name', '')}",
+                                                     kind=SpanKind.CONSUMER, attributes=attrs,
+                                                     links=linked(batch)):
+                return listener(batch)
+
+        return process
+
+    for sub in list(subscriptions.by_topic.values()):
+        listener = traced_batch(sub.listener) if sub.batch_size else traced(sub.listener)
+        subscriptions.add(dataclasses.replace(sub, listener=listener))
+    return True

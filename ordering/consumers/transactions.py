@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from rocketkafka.config import SAFE_PRODUCER_CONFIG, Settings, kafka_client
 from rocketkafka.topic_partition import TP
@@ -151,7 +151,16 @@ class PartitionTransactions:
             producer.send_offsets_to_transaction([TopicPartition(*tp, next_offset)], self._group_metadata,
                                                  TXN_CALL_TIMEOUT_S)
             producer.commit_transaction(TXN_CALL_TIMEOUT_S)
-        except KafkaException:
+        except KafkaException as exc:
+            if _requires_abort(exc):
+                # abort now rather than leave it to the next owner's fence: offsets sent into the failed transaction
+                # stay pending until it ends, and a reader of the group's offsets that asks for stable ones (librdkafka's
+                # read_committed default) waits on them meanwhile -- through every pause of a refused write
+                try:
+                    producer.abort_transaction(TXN_CALL_TIMEOUT_S)
+                except KafkaException as abort_failed:
+                    log.debug("a failed transaction of %s[%d] not aborted (%s); the next one fences it", *tp,
+                              abort_failed)
             self.drop(tp)
             raise
 
@@ -178,3 +187,9 @@ class PartitionTransactions:
 
     def _producer(self, tp: TP) -> Producer:
         return kafka_client(Producer, {**self._config, "transactional.id": transactional_id(self.group, tp)})
+
+
+def _requires_abort(exc: KafkaException) -> bool:
+    """Whether ``exc`` left the producer in a transaction it may still abort (an abortable, not fatal, error)."""
+    cause = exc.args[0] if exc.args else None
+    return isinstance(cause, KafkaError) and cause.txn_requires_abort() and not cause.fatal()

@@ -130,6 +130,9 @@ class ConsumerOptions(OwnershipOptions):
             :mod:`~rocketkafka.ordering.consumers.async_listening`).
         metrics: collect Prometheus series (``consumer.metrics``).
         metrics_port: collect them and serve them on ``/metrics`` at this port (``0``: a free one).
+        otel: OpenTelemetry spans of each message processed and of its retry and dead-letter copies
+            (:mod:`rocketkafka.otel`; ``PushConsumer(..., otel=True)``); ``None``: as ``Settings.otel``
+            (``ROCKETKAFKA_OTEL``). Needs the ``otel`` extra.
     """
 
     message_model: MessageModel = MessageModel.CLUSTERING
@@ -146,11 +149,16 @@ class ConsumerOptions(OwnershipOptions):
     async_max_in_flight: int = Field(64, ge=1, le=10_000)
     metrics: bool = False
     metrics_port: int | None = Field(None, ge=0, le=65_535)
+    otel: bool | None = None
 
     @property
     def metrics_enabled(self) -> bool:
         """True when metrics are collected: ``metrics`` or a ``metrics_port``."""
         return self.metrics or self.metrics_port is not None
+
+    def otel_on(self, default: bool) -> bool:
+        """Whether OpenTelemetry tracing is on: :attr:`otel`, else ``default`` (``Settings.otel``)."""
+        return self.otel if self.otel is not None else default
 
     @field_validator("consume_from_where", mode="before")
     @classmethod

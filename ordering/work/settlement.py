@@ -178,9 +178,14 @@ def _finish(batch: Batch, upto: int) -> None:
 
 def _rewind(shard: Shard, failed: _Settlement, error: BaseException, pause_s: float) -> None:
     """A future failed: hand everything unsettled again, after the pause; the running lane's reports are
-    void."""
+    void. A future that says which of its records were written before the first failure
+    (:attr:`BatchAck.failed_from <rocketkafka.deliveries.BatchAck.failed_from>`) finishes those first: they
+    are not handed, nor written, again."""
     batch = failed.batch
     work = batch.work
+    written = getattr(failed.future, "failed_from", None)
+    if type(written) is int and batch.done < written <= failed.upto:
+        _finish(batch, written)
     first = batch.records[batch.done].offset() if batch.done < len(batch.records) else batch.end
     tries, _ = work.failures.get(first, (0, ""))
     work.failures[first] = (tries + 1, f"{type(error).__name__}: {error}")

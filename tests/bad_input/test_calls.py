@@ -44,6 +44,12 @@ class _AsyncCallable:
         return None
 
 
+def _async_with_otel() -> None:
+    consumer = PushConsumer("g", settings=SETTINGS, otel=True)
+    consumer.subscribe("orders", _async_listener)
+    consumer.start()  # refused before any client is made
+
+
 def _started_twice() -> None:
     consumer = PushConsumer("g", settings=SETTINGS)
     consumer.subscribe("orders", lambda m: None)
@@ -139,6 +145,7 @@ CASES = [
          "ConfigError", "trace=True does not take async def"),
     Case("listener: async __call__ with exactly_once", lambda: _subscribe(callback=_AsyncCallable(), exactly_once=True),
          "ConfigError", "exactly_once=True does not take async def"),
+    Case("listener: async def with OpenTelemetry on", _async_with_otel, "ConfigError", "does not trace async def"),
     Case("listener loop: not an event loop", lambda: PushConsumer("g", settings=SETTINGS, loop=object()),
          "TypeError", "must be an asyncio event loop"),
     Case("lifecycle: start without subscribe", lambda: PushConsumer("g", settings=SETTINGS).start(),

@@ -11,6 +11,7 @@ from concurrent.futures import Future
 
 import pytest
 
+from rocketkafka.deliveries import BatchAck
 from rocketkafka.ordering.work.lanes import Outcome, Run
 from rocketkafka.ordering.work.partition import Batch, PartitionWork, Serial
 from rocketkafka.ordering.work.scheduler import Scheduler
@@ -96,6 +97,22 @@ def test_a_failed_settlement_hands_its_records_again_from_the_first_unsettled(ma
     _until(manager, lambda: work.commit_point() == 5)
     assert handler.offered == [0, 3, 0]  # after the failure everything unsettled is offered again from 0
     assert not work.failures  # finished records' counts are done with
+
+
+def test_a_failed_batch_ack_hands_again_only_from_its_first_failed_record(managers):
+    ack = BatchAck()
+    delivered, refused = ack.track_many(0), ack.track(3)
+    delivered.add(), delivered.add(), delivered.add()
+    handler = Scripted(Outcome(5, ack.close(), pause_ms=0))
+    manager, work, batch = _setup(handler)
+    managers.append(manager)
+    _until(manager, lambda: batch.index == 5)
+    for _ in range(3):
+        delivered(None, None)
+    refused(RuntimeError("not allowed"), None)
+    _until(manager, lambda: work.commit_point() == 5)
+    assert handler.offered == [0, 3]  # 0..2 were delivered: only 3 and 4 are handed (and written) again
+    assert work.failures == {}
 
 
 def test_a_rewind_while_the_handler_runs_voids_its_outcome(managers):

@@ -73,15 +73,7 @@ def _ends(settings, topic: str, partitions: int) -> dict[int, int]:
         consumer.close()
 
 
-# The exactly-once case failed in every whole secured pass of stop 43 (3 of 3: the test's own read of the forwarder
-# group's committed offsets timed out after 20 s, "Failed to get committed offsets: Local: Timed out"; no loss, no
-# duplicate), and passed 5 of 6 times alone or with its file; cause not found. Not strict: a pass is a pass.
-_EXACTLY_ONCE_TIMES_OUT = pytest.mark.xfail(
-    reason="stop 43: in a whole secured pass the committed-offsets read of the exactly-once forwarder's group times "
-           "out (20 s); passes alone; cause not found", strict=False)
-
-
-@pytest.mark.parametrize("exactly_once", [False, pytest.param(True, marks=_EXACTLY_ONCE_TIMES_OUT)],
+@pytest.mark.parametrize("exactly_once", [False, True],
                          ids=["at-least-once", "exactly-once"])
 def test_a_forwarder_that_loses_write_on_a_real_topic_waits_there_and_loses_nothing(
         rk_user, rk_admin, rk_settings, rk_topic, caplog, exactly_once):

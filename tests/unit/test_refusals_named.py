@@ -63,7 +63,7 @@ def test_a_real_topic_hidden_from_the_forwarder_waits_named_as_the_write_it_need
     handler = ForwardHandler(tiers, object(), {}, lookup, lambda record, reason: dead.append(reason),
                              ForwarderMetrics(), 60_000, principal="User:fwd")
     record = SimpleNamespace(timestamp=lambda: (0, 0))
-    pause = handler._not_plain(object(), tiers.levels[0], record, 0, "orders", 0, [], [], BatchAck(), [], None)
+    pause = handler._not_plain(object(), tiers.levels[0], record, 0, 0, "orders", 0, [], [], BatchAck(), [], None)
     assert pause == REFUSED_PAUSE_MS and dead == []
     assert [text for text in REFUSALS.standing() if "Kafka refused WRITE on topic 'orders' to User:fwd" in text]
 

@@ -21,6 +21,9 @@ Kafka) with no setting different; warmed alike, the two are level.
   floors keep librdkafka's five: the one setting not equal, and it is theirs to carry.
 - ``aio``: :class:`rocketkafka.aio.AsyncProducer`, the same messages awaited in gathered windows of
   :data:`AIO_WINDOW`, against ``send_async`` (target >= 0.8x).
+- ``send_async+otel``: ``send_async`` with OpenTelemetry tracing on (``otel=True``: a span per send, its
+  context in the headers) under the SDK's tracer provider with a batch span processor whose exporter drops
+  what it gets, against ``send_async`` (tracing off): what tracing costs a send, short of the export itself.
 
 Every round runs each contender once, in a new process (no warm caches or allocator state carried
 over), in an order rotated per round, so the broker's drift spreads over all of them. A figure is
@@ -61,6 +64,7 @@ CONTENDERS: dict[str, tuple[str, str | None]] = {
     "send_async": ("RocketMQ Producer.send_async", "raw+headers+callback"),
     "send_oneway": ("RocketMQ Producer.send_oneway", "raw+headers"),
     "aio": ("AsyncProducer.send, awaited in windows of {window:,}", "send_async"),
+    "send_async+otel": ("RocketMQ Producer.send_async, OpenTelemetry tracing on", "send_async"),
 }
 #: Issue 35: the asyncio door's sends >= 0.8x the sync door's send_async (same messages, same producer settings).
 AIO_TARGET = Target(">=", 0.8, "ratio")
@@ -158,7 +162,8 @@ def _loop_drop_in(config: dict[str, Any], topic: str, n: int, body: bytes, extra
     return time.perf_counter() - start
 
 
-def _loop_rocketmq(config: dict[str, Any], topic: str, n: int, body: bytes, oneway: bool = False) -> float:
+def _loop_rocketmq(config: dict[str, Any], topic: str, n: int, body: bytes, oneway: bool = False,
+                   otel: bool = False) -> float:
     from rocketkafka.message import Message
     from rocketkafka.producer import Producer
 
@@ -167,7 +172,8 @@ def _loop_rocketmq(config: dict[str, Any], topic: str, n: int, body: bytes, onew
     def delivered(result: Any) -> None:
         done[0] += 1
 
-    with Producer("bench", config) as p:
+    flush_spans = _span_sink() if otel else (lambda: None)
+    with Producer("bench", config, otel=otel) as p:
         first = Message(topic, body, tags="TagA", keys="k-1")
         _ready(lambda: p.send_oneway(first) if oneway else p.send_async(first, delivered), p.flush)
         start = time.perf_counter()
@@ -180,7 +186,25 @@ def _loop_rocketmq(config: dict[str, Any], topic: str, n: int, body: bytes, onew
             for _ in range(n):
                 send_async(Message(topic, body, tags="TagA", keys="k-1"), delivered)
         p.flush()
+        flush_spans()  # every span handed to the exporter: tracing's work is inside the time
         return time.perf_counter() - start
+
+
+def _span_sink() -> Callable[[], Any]:
+    """The SDK's tracer provider with a batch span processor whose exporter drops every span (an application's
+    setup, short of the export's own I/O); returns its flush."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    class Drop(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Drop()))
+    trace.set_tracer_provider(provider)
+    return provider.force_flush
 
 
 def _loop_aio(config: dict[str, Any], topic: str, n: int, body: bytes) -> float:
@@ -211,6 +235,7 @@ _LOOPS: dict[str, Callable[[dict[str, Any], str, int, bytes], float]] = {
     "send_async": _loop_rocketmq,
     "send_oneway": lambda c, t, n, b: _loop_rocketmq(c, t, n, b, oneway=True),
     "aio": _loop_aio,
+    "send_async+otel": lambda c, t, n, b: _loop_rocketmq(c, t, n, b, otel=True),
 }
 
 
@@ -283,6 +308,8 @@ def rows_of(rates: dict[str, list[float]], n: int) -> list[BenchRow]:
             rows.append(ratio_row(name, "raw", RAW_TARGET, "raw"))
     if "aio" in rates and "send_async" in rates:
         rows.append(ratio_row("aio", "send_async", AIO_TARGET, "send_async"))
+    if "send_async+otel" in rates and "send_async" in rates:  # issue 35: what tracing costs when on (no target)
+        rows.append(ratio_row("send_async+otel", "send_async", None, "send_async, tracing off"))
     return rows
 
 
