@@ -361,3 +361,30 @@ def test_a_lost_lock_cancels_its_coroutines_and_their_messages_come_again(rk_bac
     # each head again, not counted as a failed try; nothing else twice (orderly: nothing after a head had run)
     assert sorted(calls) == sorted([(i, 0) for i in ids] + [(i, 0) for i in heads])
     assert read_all(rk_settings.bootstrap_servers, rk_settings.topics.dead_letter(rk_group)) == []
+
+
+def test_key_ordered_async_listener_keeps_each_key_serial_while_keys_overlap(rk_settings, rk_topic, rk_group,
+                                                                             produce):
+    from tests.ordering.test_key_ordered import _overlapping_keys
+
+    topic = rk_topic(partitions=2)
+    history = History()
+
+    async def listener(msg):
+        with history.handler_call("k1", msg, key=msg.key.decode() if msg.key else None):
+            await asyncio.sleep(0.01)
+
+    c = PushConsumer(rk_group, settings=rk_settings, orderly=True, order_key="key", consume_thread_max=32, **STEADY)
+    c.subscribe(topic, listener)
+    c.start()
+    ids = produce(topic, 800, key_of=lambda i: f"order-{i % 40}", keys_of=lambda i: f"order-{i % 40}")
+    try:
+        assert wait_until(lambda: len({x.msg_id for x in history.calls}) >= 800, timeout=90)
+    finally:
+        c.shutdown()
+    report = check(history.calls, ids, order_by="key", serial_by="key")
+    overlaps = _overlapping_keys(history.calls)
+    print(report.summary(), f"overlapping keys within a partition: {overlaps}")
+    assert report.lost_count == 0 and report.duplicate_count == 0
+    assert report.reorders == [] and report.overlaps == []  # one coroutine of a key at a time, in offset order
+    assert overlaps > 50, "different keys of one partition must run concurrently"
