@@ -90,3 +90,17 @@ def _hash(n, msg, arg):
     from rocketkafka.queue_selectors import hash_selector
 
     return hash_selector(n, msg, arg)
+
+
+def overlapping_keys(calls) -> int:
+    """Pairs of calls of one partition but different keys that ran at the same time."""
+    found = 0
+    by_partition: dict[tuple[str, int], list] = {}
+    for c in calls:
+        by_partition.setdefault((c.topic, c.partition), []).append(c)
+    for items in by_partition.values():
+        items.sort(key=lambda c: c.enter)
+        for a, b in zip(items, items[1:]):
+            if b.enter < a.exit and a.key != b.key:
+                found += 1
+    return found

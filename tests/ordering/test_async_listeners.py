@@ -365,7 +365,7 @@ def test_a_lost_lock_cancels_its_coroutines_and_their_messages_come_again(rk_bac
 
 def test_key_ordered_async_listener_keeps_each_key_serial_while_keys_overlap(rk_settings, rk_topic, rk_group,
                                                                              produce):
-    from tests.ordering.test_key_ordered import _overlapping_keys
+    from tests.ordering.conftest import overlapping_keys
 
     topic = rk_topic(partitions=2)
     history = History()
@@ -383,7 +383,7 @@ def test_key_ordered_async_listener_keeps_each_key_serial_while_keys_overlap(rk_
     finally:
         c.shutdown()
     report = check(history.calls, ids, order_by="key", serial_by="key")
-    overlaps = _overlapping_keys(history.calls)
+    overlaps = overlapping_keys(history.calls)
     print(report.summary(), f"overlapping keys within a partition: {overlaps}")
     assert report.lost_count == 0 and report.duplicate_count == 0
     assert report.reorders == [] and report.overlaps == []  # one coroutine of a key at a time, in offset order

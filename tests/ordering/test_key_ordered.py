@@ -11,7 +11,7 @@ import pytest
 from rocketkafka import ConfigError, ConsumeOrderlyStatus, Message, Producer, PushConsumer
 from rocketkafka.testing.history import History, check
 from rocketkafka.testing.reading import committed_offsets, read_all
-from tests.ordering.conftest import FAST, STEADY, shut_down, wait_until
+from tests.ordering.conftest import FAST, STEADY, overlapping_keys, shut_down, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -21,20 +21,6 @@ def _keyed(history: History, name: str, sleep: float = 0.0):
         with history.handler_call(name, msg, key=msg.key.decode() if msg.key else None):
             time.sleep(sleep)
     return handle
-
-
-def _overlapping_keys(calls) -> int:
-    """Pairs of calls of one partition but different keys that ran at the same time."""
-    found = 0
-    by_partition: dict[tuple[str, int], list] = {}
-    for c in calls:
-        by_partition.setdefault((c.topic, c.partition), []).append(c)
-    for items in by_partition.values():
-        items.sort(key=lambda c: c.enter)
-        for a, b in zip(items, items[1:]):
-            if b.enter < a.exit and a.key != b.key:
-                found += 1
-    return found
 
 
 def test_same_key_serial_in_offset_order_and_keys_of_a_partition_overlap(rk_settings, rk_topic, rk_group, produce):
@@ -50,7 +36,7 @@ def test_same_key_serial_in_offset_order_and_keys_of_a_partition_overlap(rk_sett
     finally:
         c.shutdown()
     report = check(history.calls, ids, order_by="key", serial_by="key")
-    overlaps = _overlapping_keys(history.calls)
+    overlaps = overlapping_keys(history.calls)
     print(report.summary(), f"overlapping keys within a partition: {overlaps}")
     assert report.lost_count == 0 and report.duplicate_count == 0
     assert report.reorders == [] and report.overlaps == []
@@ -84,7 +70,7 @@ def test_json_path_order_key(rk_settings, rk_topic, rk_group):
     report = check(history.calls, ids, order_by="key", serial_by="key")
     assert report.lost_count == 0 and report.duplicate_count == 0
     assert report.reorders == [] and report.overlaps == []
-    assert _overlapping_keys(history.calls) > 0
+    assert overlapping_keys(history.calls) > 0
 
 
 def test_poison_message_blocks_only_its_own_key(rk_settings, rk_topic, rk_group, produce):
