@@ -33,10 +33,9 @@ from rocketkafka.user_cache import cache_root, file_lock, mvn_error
 if TYPE_CHECKING:
     from rocketkafka.testing.secure import SecureMaterial
 
-#: The Apache Kafka release the embedded broker runs (and docker/compose.yaml's image tag follows). 4.4.0, the newest
-#: Maven Central serves, passed the integration tier; it becomes the default once the secured pass has run on it
-#: (its one run failed on a change since reverted).
-KAFKA_VERSION = "4.1.1"
+#: The Apache Kafka release the embedded broker runs (and docker/compose.yaml's image tag follows): the newest Maven
+#: Central serves.
+KAFKA_VERSION = "4.4.0"
 #: The oldest release rocketkafka supports, and CI runs too (``ROCKETKAFKA_KAFKA_VERSION``): 3.9, the last line
 #: before 4.0, which dropped ZooKeeper and the oldest protocol versions -- where teams still on 3.x or on
 #: ZooKeeper stand. Clients see no difference between ZooKeeper and KRaft, so its KRaft nodes stand for both.

