@@ -7,6 +7,7 @@ RocketMQ's ``TransactionMQProducer`` (named as rocketmq-client-python's) on Kafk
 The checker runs as ``rocketkafka txn-checker`` (or :class:`TransactionChecker`).
 """
 
+from rocketkafka.txn.aio import AsyncTransactionProducer
 from rocketkafka.txn.checker import TransactionChecker
 from rocketkafka.txn.stats import CheckerStats
 from rocketkafka.txn.metrics import CheckerMetrics
@@ -17,7 +18,7 @@ from rocketkafka.txn.records import TransactionCheckMessage
 from rocketkafka.txn.status import TransactionStatus
 
 __all__ = [
-    "CheckerMetrics", "CheckerOptions", "CheckerStats", "TransactionCheckMessage", "TransactionChecker", "TransactionError",
+    "AsyncTransactionProducer", "CheckerMetrics", "CheckerOptions", "CheckerStats", "TransactionCheckMessage", "TransactionChecker", "TransactionError",
     "TransactionListenerError", "TransactionMQProducer", "TransactionMessageError", "TransactionOptions",
     "TransactionSendResult", "TransactionStatus",
 ]

@@ -177,6 +177,18 @@ class TransactionMQProducer(Producer):
             TransactionListenerError: ``local_execute`` returned something that is not a
                 TransactionStatus (the half stays open for the checker).
         """
+        execute = self.local_execute_of(msg, local_execute)
+        sent, half = self.send_half(msg)
+        try:
+            returned = execute(msg, user_args)
+        except Exception as exc:  # RocketMQ: an exception in the local transaction means UNKNOWN
+            returned = self.local_failure(half, exc)
+        return self.end(sent, half, returned)
+
+    # -- its steps (the asyncio door, rocketkafka.txn.aio, awaits the local transaction between them) ----------
+    def local_execute_of(self, msg: Message, local_execute: Any) -> Any:
+        """The local transaction to run for ``msg`` (``local_execute`` or the listener's), once the producer and
+        the message are checked; raises as :meth:`send_message_in_transaction` does, before anything is sent."""
         require_message(msg, "send_message_in_transaction")
         if self._state != "running":
             raise StateError(f"transaction producer is {self._state}: call start() or use it as a context manager")
@@ -187,24 +199,31 @@ class TransactionMQProducer(Producer):
         if msg.delay_time_level or msg.deliver_at is not None or msg.delay is not None:
             raise TransactionMessageError(f"transactional messages cannot be delayed ({msg!r} has a delay); "
                                           "send the message without delay_time_level, deliver_at or delay")
+        return execute
+
+    def send_half(self, msg: Message) -> tuple[SendResult, HalfMessage]:
+        """Phase 1: store ``msg`` as a half message (waits for the broker); raises SendError when it was not."""
         sender = self._sender
         assert sender is not None  # running: start() made it
         prepared = sender.prepare(msg)
         record = half_record(prepared, self.settings.topics, self.group_id, sender.partitions(msg.topic))
         sender.check_size(record)
         sent = sender.send_sync(record, self.options.send_timeout_ms / 1000)
-        half = HalfMessage.from_sent(record, sent.queue_id, sent.offset, _born(record))
-        txid = half.transaction_id
-        try:
-            returned = execute(msg, user_args)
-        except Exception as exc:  # RocketMQ: an exception in the local transaction means UNKNOWN
-            log.warning("local transaction %s raised %s: %s; left UNKNOWN", txid, type(exc).__name__, exc,
-                        extra={"msg_id": half.msg_id, "transaction_id": txid})
-            returned = None
-        state = as_status(returned, txid, "execute_local_transaction")  # raises after the half is stored
+        return sent, HalfMessage.from_sent(record, sent.queue_id, sent.offset, _born(record))
+
+    def local_failure(self, half: HalfMessage, exc: BaseException) -> TransactionStatus | None:
+        """The local transaction raised: logged; returns what it counts as (``None``: UNKNOWN, for the checker)."""
+        log.warning("local transaction %s raised %s: %s; left UNKNOWN", half.transaction_id, type(exc).__name__, exc,
+                    extra={"msg_id": half.msg_id, "transaction_id": half.transaction_id})
+        return None
+
+    def end(self, sent: SendResult, half: HalfMessage, returned: Any) -> TransactionSendResult:
+        """Phase 3: end the transaction as the local one ``returned`` (queued, never raising but for a return
+        that is no TransactionStatus, after the half is stored)."""
+        state = as_status(returned, half.transaction_id, "execute_local_transaction")
         self._end(half, state)
         return TransactionSendResult(sent.status, sent.msg_id, sent.offset, sent.topic, sent.queue_id,
-                                     transaction_id=txid, local_state=state)
+                                     transaction_id=half.transaction_id, local_state=state)
 
     def _end(self, half: HalfMessage, state: TransactionStatus) -> Any:
         try:

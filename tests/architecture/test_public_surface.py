@@ -60,7 +60,7 @@ SURFACE: dict[str, list[str]] = {
         'DEFAULT_GROUP', 'DelayForwarder', 'ForwarderMetrics',
     ],
     "rocketkafka.txn": [
-        'CheckerMetrics', 'CheckerOptions', 'CheckerStats', 'TransactionCheckMessage', 'TransactionChecker',
+        'AsyncTransactionProducer', 'CheckerMetrics', 'CheckerOptions', 'CheckerStats', 'TransactionCheckMessage', 'TransactionChecker',
         'TransactionError', 'TransactionListenerError', 'TransactionMQProducer', 'TransactionMessageError',
         'TransactionOptions', 'TransactionSendResult', 'TransactionStatus',
     ],
