@@ -185,7 +185,7 @@ def outgoing(record: Record, operation: str = "send", parent: otel_context.Conte
     attrs = attributes(topic, record.headers, operation, "send" if kind is SpanKind.PRODUCER else operation,
                        record.key, record.partition if topic == record.topic else None, h=h)
     span = tracer().start_span(f"{operation} {topic}", context=parent, kind=kind, attributes=attrs)
-    headers = inject(record.headers, trace.set_span_in_context(span))
+    headers = inject(record.headers, trace.set_span_in_context(span, parent))  # parent's baggage goes on with it
     return span, Record(record.topic, record.partition, record.key, record.value, headers, record.msg_id)
 
 
@@ -209,19 +209,20 @@ class Processing:
         model: ``clustering`` or ``broadcasting`` (``rocketmq.consumption_model``).
     """
 
-    __slots__ = ("span", "_token")
+    __slots__ = ("span", "_parent", "_token")
 
     def __init__(self, msg: Any, group: str, model: str) -> None:
         headers = msg.headers
         attrs = attributes(msg.topic, headers, "process", "process", msg.key, msg.queue_id, msg.queue_offset)
         attrs["messaging.consumer.group.name"] = group
         attrs["rocketmq.consumption_model"] = model
-        self.span = tracer().start_span(f"process {msg.topic}", context=extract(headers), kind=SpanKind.CONSUMER,
+        self._parent = extract(headers)  # the message's context: its baggage stays current inside the listener
+        self.span = tracer().start_span(f"process {msg.topic}", context=self._parent, kind=SpanKind.CONSUMER,
                                         attributes=attrs)
         self._token: Any = None
 
     def __enter__(self) -> Processing:
-        self._token = otel_context.attach(trace.set_span_in_context(self.span))
+        self._token = otel_context.attach(trace.set_span_in_context(self.span, self._parent))
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -232,7 +233,7 @@ class Processing:
         """The listener failed: the message's headers now carry this span, so its retry or dead-letter copy
         (written after the listener returns, from these headers) is this span's child."""
         self.span.set_status(Status(StatusCode.ERROR, reason[:300]))
-        msg.headers[:] = inject(msg.headers, trace.set_span_in_context(self.span))
+        msg.headers[:] = inject(msg.headers, trace.set_span_in_context(self.span, self._parent))
 
 
 def checking(headers: Headers, topic: str, group: str) -> list[tuple[str, bytes | None]]:
@@ -240,9 +241,10 @@ def checking(headers: Headers, topic: str, group: str) -> list[tuple[str, bytes 
     once: it marks the decision to ask); returns the half's headers carrying it, for its copy and request."""
     attrs = attributes(topic, headers, "check", "process")
     attrs["rocketmq.client_group"] = group
-    span = tracer().start_span(f"check {topic}", context=extract(headers), kind=SpanKind.INTERNAL, attributes=attrs)
+    parent = extract(headers)
+    span = tracer().start_span(f"check {topic}", context=parent, kind=SpanKind.INTERNAL, attributes=attrs)
     try:
-        return inject(headers, trace.set_span_in_context(span))
+        return inject(headers, trace.set_span_in_context(span, parent))
     finally:
         span.end()
 

@@ -5,7 +5,8 @@ records, same check-backs). RocketMQ's two phases, with the local transaction on
 
 1. the half message is stored on a worker thread (``asyncio.to_thread``: it waits for the broker);
 2. the local transaction runs on the caller's loop: an ``async def`` one is awaited, a plain one called;
-3. the end is queued as with the sync producer (never raising; the checker repairs a lost one).
+3. the end is queued as with the sync producer, off the loop (the queue may be full; never raising: the
+   checker repairs a lost one).
 
 A local transaction that raises leaves the transaction UNKNOWN, as RocketMQ's; one that is
 *cancelled* (its task cancelled, the loop closing) ends nothing and lets the cancellation through:
@@ -90,7 +91,8 @@ class AsyncTransactionProducer:
                 returned = await returned
         except Exception as exc:  # RocketMQ: an exception in the local transaction means UNKNOWN
             returned = producer.local_failure(half, exc)
-        return producer.end(sent, half, returned)
+        # off the loop: queuing the end waits while the end-transaction queue is full
+        return await asyncio.to_thread(producer.end, sent, half, returned)
 
     def _answer_check(self, msg: TransactionCheckMessage) -> Any:
         """The check callback, on the check consumer's worker: a coroutine's answer comes from the loop."""

@@ -81,6 +81,13 @@ def test_outgoing_continues_the_records_context_and_names_the_real_topic(otel_sp
     assert (sent.topic, sent.partition, sent.msg_id) == (record.topic, record.partition, record.msg_id)
 
 
+def test_a_copy_keeps_the_records_baggage(otel_spans):
+    headers = [(Header.MSG_ID, b"ID-1"), ("traceparent", b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
+               ("baggage", b"tenant=acme")]
+    _span, out = otel.outgoing(Record("orders", 0, None, b"x", headers, "ID-1"), "forward")
+    assert dict(out.headers)["baggage"] == b"tenant=acme"  # a forward, retry or commit continues it, as the trace
+
+
 def test_plumbing_records_get_no_span_and_a_real_message_of_a_transaction_is_a_commit():
     assert operation_of(Record("op", 0, None, b"", [(Header.TRANSACTION_ID, b"T")], "T@1")) is None
     assert operation_of(Record("orders", 0, None, b"", [(Header.MSG_ID, b"T"), (Header.TRANSACTION_ID, b"T")],
