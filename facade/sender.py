@@ -75,6 +75,8 @@ class Sender:
         self.partitioner = partitioner_of(config)
         #: who the broker knows this producer as (``User:<sasl.username>``), for the errors of refused sends
         self.principal = principal_of(config)
+        #: threads that must never wait in librdkafka's full queue (an asyncio door's loop): BufferError reaches them
+        self.never_wait: set[int] = set()
         self.max_bytes = int(config.get("message.max.bytes", DEFAULT_MAX_MESSAGE_BYTES))
         self.send_timeout = send_timeout if send_timeout is not None else 30.0
         self.admin = TopicAdmin(settings)
@@ -142,6 +144,11 @@ class Sender:
             return cached[1] if cached is not None else -1
         self.assume_partitions(topic, count)
         return count
+
+    def fresh(self, topic: str, margin: float = 0.0) -> bool:
+        """Whether ``topic``'s partition count is cached for ``margin`` s more: a send now asks no broker."""
+        cached = self._partitions.get(topic)
+        return cached is not None and cached[0] > time.monotonic() + margin
 
     def assume_partitions(self, topic: str, count: int, seconds: float = 30.0) -> None:
         """Cache ``topic``'s partition count for ``seconds`` as if the broker had just said it
@@ -276,7 +283,10 @@ class Sender:
     def _produce_waiting(self, topic: str, value: bytes | None, key: bytes | None,
                          headers: Sequence[tuple[str, bytes | None]],
                          on_delivery: Callable | None, partition: int = -1) -> None:
-        """librdkafka's queue is full: serve delivery reports until there is room (RocketMQ's send blocks too)."""
+        """librdkafka's queue is full: serve delivery reports until there is room (RocketMQ's send blocks too); on a
+        thread in :attr:`never_wait`, the BufferError goes to the caller instead (it waits for room its own way)."""
+        if self.never_wait and threading.get_ident() in self.never_wait:
+            raise BufferError("Local: Queue full")
         while True:
             self.poll(0.05)
             try:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -32,7 +33,7 @@ from confluent_kafka.aio import AIOConsumer as _AIOConsumer
 from confluent_kafka.aio import AIOProducer as _AIOProducer
 from confluent_kafka.aio import _common  # the loop-side wrappers of config callbacks, as confluent-kafka's own
 
-from rocketkafka.kafka import Consumer, Producer
+from rocketkafka.kafka import EXTRAS, Consumer, Producer
 from rocketkafka.loop_acks import ACK_POLL_S, DEFAULT_QUEUE, LoopAcks, Report
 
 __all__ = ["AIOConsumer", "AIOProducer"]
@@ -82,26 +83,45 @@ class AIOProducer(_AIOProducer):
             raise RuntimeError("Producer closed")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        user_callback = kwargs.pop("on_delivery", None) or kwargs.pop("callback", None)
+        on_delivery, callback = kwargs.pop("on_delivery", None), kwargs.pop("callback", None)
         acks, producer = self._acks, cast(Producer, self._producer)
         if acks.full():
             await acks.room()
-        on_loop = topic in producer._known_topics and (not kwargs or _DELAYS.isdisjoint(kwargs))
-        kwargs["on_delivery"] = acks.track(loop, future, user_callback)
-        try:
-            if on_loop:
-                while True:  # on the loop: librdkafka's produce does not wait
+            if self._is_closed:
+                raise RuntimeError("Producer closed")
+        kwargs["on_delivery"] = acks.track(loop, future, on_delivery or callback)
+        if self._on_loop(producer, topic, kwargs):
+            try:
+                while True:  # on the loop: librdkafka's produce does not wait, nor ask a broker here
                     try:
                         producer.produce(topic, value, key, *args, **kwargs)
                         break
                     except BufferError:  # its queue is full after all (queue.buffering.max.kbytes): let it drain
                         await asyncio.sleep(ACK_POLL_S)
-            else:  # the broker first: the topic's existence, or a delayed record's routing
-                await self._call(_produce_waiting, producer, topic, value, key, args, kwargs)
-        except BaseException:
-            acks.untrack()
-            raise
+            except BaseException:  # nothing queued (a cancellation included: it came before the produce)
+                acks.untrack()
+                raise
+            return future
+        # the broker first (the topic's existence or partition count, a delayed record's routing): on the executor,
+        # shielded, so a cancelled caller cannot leave a produce running that is counted twice
+        job = loop.run_in_executor(self.executor, _produce_waiting, producer, topic, value, key, args, kwargs)
+        job.add_done_callback(lambda done: acks.untrack() if not done.cancelled() and done.exception() else None)
+        await asyncio.shield(job)
         return future
+
+    def _on_loop(self, producer: Producer, topic: str, kwargs: dict[str, Any]) -> bool:
+        """Whether a produce with ``kwargs`` may run on the loop: it asks no broker (a topic seen before, and for
+        extras its partition count cached) and routes no delay; librdkafka's full queue then raises BufferError
+        here rather than being waited for on the loop (:attr:`Sender.never_wait <rocketkafka.sender.Sender>`)."""
+        if topic not in producer._known_topics:
+            return False
+        if EXTRAS.isdisjoint(kwargs):  # confluent-kafka's own produce
+            return True
+        sender = producer._sender
+        if sender is None or not _DELAYS.isdisjoint(kwargs) or not sender.fresh(topic, 1.0):
+            return False
+        sender.never_wait.add(threading.get_ident())
+        return True
 
     async def poll(self, timeout: float = 0, *args: Any, **kwargs: Any) -> int:
         served: int = await self._call(self._producer.poll, timeout, *args, **kwargs)
