@@ -250,21 +250,23 @@ class ListenerLoop:
         loop = self.loop
         assert loop is not None
         if ordered:
-            coroutine = _in_order(listener, args, valid_until)
+            coroutine = _in_order(listener, args, valid_until, future)
         else:
             semaphore = None
             if gate is not None:
                 semaphore = self._gates.get(gate)
                 if semaphore is None:
                     semaphore = self._gates[gate] = asyncio.Semaphore(gate_size)
-            coroutine = _together(listener, args, semaphore, gate_size or len(args))
+            coroutine = _together(listener, args, semaphore, gate_size or len(args), future)
         task = loop.create_task(coroutine)
         self._tasks[future] = task
         task.add_done_callback(functools.partial(self._finish, future=future))
 
     def _finish(self, task: asyncio.Task[list[Any]], future: concurrent.futures.Future[list[Any]]) -> None:
         del self._tasks[future]
-        if task.cancelled():  # cancelled before its first step: nothing of it ran
+        if future.done():  # answered by the coroutine itself as its last step
+            pass
+        elif task.cancelled():  # cancelled before its first step: nothing of it ran
             future.set_result([CANCELLED])
         elif (error := task.exception()) is not None:
             future.set_exception(error)
@@ -281,7 +283,8 @@ def _plain_success(answer: Any) -> bool:
     return answer is None or answer is _CONSUME_SUCCESS or answer is _SUCCESS
 
 
-async def _in_order(listener: Callable[[Any], Any], args: Sequence[Any], valid_until: float) -> list[Any]:
+async def _in_order(listener: Callable[[Any], Any], args: Sequence[Any], valid_until: float,
+                    future: concurrent.futures.Future[list[Any]]) -> list[Any]:
     """Orderly: each call awaited before the next; stop after an answer the worker must act on first."""
     answers: list[Any] = []
     monotonic = time.monotonic
@@ -298,11 +301,12 @@ async def _in_order(listener: Callable[[Any], Any], args: Sequence[Any], valid_u
                 break
     except asyncio.CancelledError:  # the lock was lost, or shutdown: this record is not handled
         answers.append(CANCELLED)
+    future.set_result(answers)  # the worker goes on now, not a loop turn later (the task's done callback)
     return answers
 
 
 async def _together(listener: Callable[[Any], Any], args: Sequence[Any], gate: asyncio.Semaphore | None,
-                    width: int) -> list[Any]:
+                    width: int, future: concurrent.futures.Future[list[Any]]) -> list[Any]:
     """Concurrent: the calls at once, up to ``width`` (``gate`` bounds those of one partition); the answers in order.
 
     Not a task per call (~7 us each, more than a no-op coroutine): this task and at most ``width - 1`` helper
@@ -344,6 +348,7 @@ async def _together(listener: Callable[[Any], Any], args: Sequence[Any], gate: a
     for task in helpers:  # a BaseException that is no Exception (nor a cancellation) raises, as before
         if not task.cancelled() and task.exception() is not None:
             raise task.exception()  # type: ignore[misc]
+    future.set_result(answers)  # the worker goes on now, not a loop turn later (the task's done callback)
     return answers
 
 
