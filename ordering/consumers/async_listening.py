@@ -51,6 +51,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
+from operator import length_hint
 from typing import Any
 
 from typing_extensions import Self
@@ -321,7 +322,7 @@ async def _together(listener: Callable[[Any], Any], args: Sequence[Any], gate: a
     loop = asyncio.get_running_loop()
 
     def more() -> None:  # a worker gave the loop a turn: one more, while records wait
-        if len(helpers) + 1 < width and todo.__length_hint__():
+        if len(helpers) + 1 < width and length_hint(todo):
             helpers.append(loop.create_task(work()))
 
     async def work() -> None:
