@@ -18,10 +18,12 @@ thread writes no engine state), and a record's offset commits only after its cor
   acted on it; queues (keys) overlap up to ``consume_thread_max``, each waiting worker holding a
   thread. A future an orderly *sync* listener returns is pipelined instead (later records go on):
   not so here.
-- concurrent: a task per message of the segment (``consume_batch_size`` at most), all at once; at
-  most ``async_max_in_flight`` of one partition run their body at a time (an
-  :class:`asyncio.Semaphore` per partition, on the loop), however many batches of it the workers
-  hold; the worker takes the answers in offset order once all ended.
+- concurrent: the segment's calls at once, through up to ``min(async_max_in_flight, segment)``
+  worker coroutines that each await calls in turn from a shared iterator (the submission's task is
+  the first; a helper task starts only once a call gave the loop a turn, so calls that never wait
+  cost no task each); a worker holds one place of its partition's :class:`asyncio.Semaphore` (on
+  the loop), so at most ``async_max_in_flight`` calls of one partition run at a time, however many
+  batches of it the workers hold; the worker takes the answers in offset order once all ended.
 - a partition whose lock is lost (its validity passed, or it was revoked) while coroutines of it
   run: they are cancelled -- another member may own the queue already, and one more await is
   one more chance to act on a message someone else now handles; their records are not
