@@ -18,10 +18,12 @@ thread writes no engine state), and a record's offset commits only after its cor
   acted on it; queues (keys) overlap up to ``consume_thread_max``, each waiting worker holding a
   thread. A future an orderly *sync* listener returns is pipelined instead (later records go on):
   not so here.
-- concurrent: a task per message of the segment (``consume_batch_size`` at most), all at once; at
-  most ``async_max_in_flight`` of one partition run their body at a time (an
-  :class:`asyncio.Semaphore` per partition, on the loop), however many batches of it the workers
-  hold; the worker takes the answers in offset order once all ended.
+- concurrent: the segment's calls at once, through up to ``min(async_max_in_flight, segment)``
+  worker coroutines that each await calls in turn from a shared iterator (the submission's task is
+  the first; a helper task starts only once a call gave the loop a turn, so calls that never wait
+  cost no task each); a worker holds one place of its partition's :class:`asyncio.Semaphore` (on
+  the loop), so at most ``async_max_in_flight`` calls of one partition run at a time, however many
+  batches of it the workers hold; the worker takes the answers in offset order once all ended.
 - a partition whose lock is lost (its validity passed, or it was revoked) while coroutines of it
   run: they are cancelled -- another member may own the queue already, and one more await is
   one more chance to act on a message someone else now handles; their records are not
@@ -51,6 +53,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
+from operator import length_hint
 from typing import Any
 
 from typing_extensions import Self
@@ -250,21 +253,23 @@ class ListenerLoop:
         loop = self.loop
         assert loop is not None
         if ordered:
-            coroutine = _in_order(listener, args, valid_until)
+            coroutine = _in_order(listener, args, valid_until, future)
         else:
             semaphore = None
             if gate is not None:
                 semaphore = self._gates.get(gate)
                 if semaphore is None:
                     semaphore = self._gates[gate] = asyncio.Semaphore(gate_size)
-            coroutine = _together(listener, args, semaphore)
+            coroutine = _together(listener, args, semaphore, gate_size or len(args), future)
         task = loop.create_task(coroutine)
         self._tasks[future] = task
         task.add_done_callback(functools.partial(self._finish, future=future))
 
     def _finish(self, task: asyncio.Task[list[Any]], future: concurrent.futures.Future[list[Any]]) -> None:
         del self._tasks[future]
-        if task.cancelled():  # cancelled before its first step: nothing of it ran
+        if future.done():  # answered by the coroutine itself as its last step
+            pass
+        elif task.cancelled():  # cancelled before its first step: nothing of it ran
             future.set_result([CANCELLED])
         elif (error := task.exception()) is not None:
             future.set_exception(error)
@@ -281,7 +286,8 @@ def _plain_success(answer: Any) -> bool:
     return answer is None or answer is _CONSUME_SUCCESS or answer is _SUCCESS
 
 
-async def _in_order(listener: Callable[[Any], Any], args: Sequence[Any], valid_until: float) -> list[Any]:
+async def _in_order(listener: Callable[[Any], Any], args: Sequence[Any], valid_until: float,
+                    future: concurrent.futures.Future[list[Any]]) -> list[Any]:
     """Orderly: each call awaited before the next; stop after an answer the worker must act on first."""
     answers: list[Any] = []
     monotonic = time.monotonic
@@ -298,30 +304,69 @@ async def _in_order(listener: Callable[[Any], Any], args: Sequence[Any], valid_u
                 break
     except asyncio.CancelledError:  # the lock was lost, or shutdown: this record is not handled
         answers.append(CANCELLED)
+    future.set_result(answers)  # the worker goes on now, not a loop turn later (the task's done callback)
     return answers
 
 
-async def _together(listener: Callable[[Any], Any], args: Sequence[Any],
-                    gate: asyncio.Semaphore | None) -> list[Any]:
-    """Concurrent: every call at once (``gate`` bounds those of one partition); the answers in order."""
-    tasks = [asyncio.ensure_future(_one(listener, arg, gate)) for arg in args]
-    try:
-        await asyncio.wait(tasks)
-    except asyncio.CancelledError:
-        for task in tasks:
-            task.cancel()
-        await asyncio.wait(tasks)  # every one ended before the worker hears of it: none is left pending
-    return [CANCELLED if task.cancelled() else task.result() for task in tasks]
+async def _together(listener: Callable[[Any], Any], args: Sequence[Any], gate: asyncio.Semaphore | None,
+                    width: int, future: concurrent.futures.Future[list[Any]]) -> list[Any]:
+    """Concurrent: the calls at once, up to ``width`` (``gate`` bounds those of one partition); the answers in order.
 
+    Not a task per call (~7 us each, more than a no-op coroutine): this task and at most ``width - 1`` helper
+    tasks each await calls one after the other, taking the next record from a shared iterator. A helper
+    starts only once a worker gave the loop a turn (its call suspended), so calls that never suspend run
+    in this task alone; calls that wait spread over up to ``width`` workers, one more each loop turn.
+    """
+    answers: list[Any] = [CANCELLED] * len(args)  # a call cancelled, or never begun, answers CANCELLED
+    todo = iter(range(len(args)))
+    helpers: list[asyncio.Task[None]] = []
+    width = max(1, min(width, len(args)))
+    loop = asyncio.get_running_loop()
 
-async def _one(listener: Callable[[Any], Any], arg: Any, gate: asyncio.Semaphore | None) -> Any:
-    try:
+    def more() -> None:  # a worker gave the loop a turn: one more, while records wait
+        if len(helpers) + 1 < width and length_hint(todo):
+            helpers.append(loop.create_task(work()))
+
+    async def work() -> None:
+        loop.call_soon(more)
         if gate is None:
-            return await listener(arg)
-        async with gate:
-            return await listener(arg)
-    except Exception as exc:  # noqa: BLE001 - a failure, as a sync listener raising
-        return exc
+            await _calls(listener, args, todo, answers)
+        else:
+            async with gate:  # a worker holds one of its partition's places while it takes records
+                await _calls(listener, args, todo, answers)
+
+    try:
+        await work()
+        if helpers:
+            await asyncio.wait(helpers)
+    except BaseException as exc:  # cancelled (the lock was lost, or shutdown): what runs is cancelled too
+        for _ in todo:  # nothing more starts
+            pass
+        for task in helpers:
+            task.cancel()
+        if helpers:
+            await asyncio.wait(helpers)  # every one ended before the worker hears of it: none is left pending
+        if not isinstance(exc, asyncio.CancelledError):
+            raise
+    for task in helpers:  # a BaseException that is no Exception (nor a cancellation) raises, as before
+        if not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
+    future.set_result(answers)  # the worker goes on now, not a loop turn later (the task's done callback)
+    return answers
+
+
+async def _calls(listener: Callable[[Any], Any], args: Sequence[Any], todo: Any, answers: list[Any]) -> None:
+    """A worker of :func:`_together`: ``listener(args[x])`` for each ``x`` it takes, awaited in turn."""
+    for x in todo:
+        try:
+            answers[x] = await listener(args[x])  # the coroutine is made here, by the task that awaits it
+        except Exception as exc:  # noqa: BLE001 - a failure, as a sync listener raising
+            answers[x] = exc
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # cancelled: this call and the rest answer CANCELLED
+                raise
+            # the listener raised CancelledError itself: its record answers CANCELLED, the others go on
 
 
 class AsyncShutdown:

@@ -203,3 +203,59 @@ def test_a_handler_with_async_listeners_never_runs_on_the_poll_thread():
         assert (scheduler._on_stall is None) is asynchronous
     for scheduler in made:
         scheduler.close()
+
+
+def test_calls_that_never_wait_run_in_one_task_and_waiting_ones_spread_up_to_the_bound(runner):
+    tasks = set()
+
+    async def quick(n):
+        tasks.add(asyncio.current_task())
+        return n
+
+    assert answers(runner, quick, range(64), gate=("t", 1), gate_size=64) == list(range(64))
+    assert len(tasks) == 1  # not a task per message: no helper starts while no call gave the loop a turn
+    tasks.clear()
+
+    async def slow(n):
+        tasks.add(asyncio.current_task())
+        await asyncio.sleep(0.01)
+        return n
+
+    assert answers(runner, slow, range(64), gate=("t", 1), gate_size=8) == list(range(64))
+    assert len(tasks) == 8
+
+
+def test_the_bound_holds_across_submissions_of_one_partition(runner):
+    running, peak = [0], [0]
+
+    async def listener(n):
+        running[0] += 1
+        peak[0] = max(peak[0], running[0])
+        await asyncio.sleep(0.005)
+        running[0] -= 1
+
+    futures = [runner.submit(listener, list(range(20)), ordered=False, gate=("t", 2), gate_size=3) for _ in range(3)]
+    assert [runner.answers(f, ALWAYS) for f in futures] == [[None] * 20] * 3
+    assert peak[0] == 3
+
+
+def test_a_listener_raising_cancelled_itself_answers_cancelled_and_the_others_go_on(runner):
+    async def listener(n):
+        await asyncio.sleep(0)
+        if n == 1:
+            raise asyncio.CancelledError
+        return n
+
+    assert answers(runner, listener, range(4), gate=("t", 3), gate_size=2) == [0, CANCELLED, 2, 3]
+
+
+def test_a_lost_lock_keeps_the_answers_of_calls_that_ended(runner):
+    async def listener(n):
+        if n >= 2:
+            await asyncio.sleep(3600)
+        return n
+
+    lost_at = time.monotonic() + 0.2
+    got = answers(runner, listener, range(5), lambda: time.monotonic() < lost_at, gate=("t", 4), gate_size=2)
+    assert got == [0, 1, CANCELLED, CANCELLED, CANCELLED]
+    assert wait_for_empty(runner)
