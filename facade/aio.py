@@ -8,10 +8,11 @@ through :class:`~rocketkafka.loop_acks.LoopAcks`: one thread per producer, one w
 per poll of librdkafka, not per message.
 
 Sends need the topic's partition count (to check the topic exists, to route delayed, selected and
-sharded sends); the first send to a topic asks the broker on a worker thread (``asyncio.to_thread``),
-and so does the first after :data:`FRESH_S`, so the event loop never waits for a broker. Sends in
-flight are bounded by librdkafka's queue (``queue.buffering.max.messages``): past it a send awaits room
-(its task waits, not the loop), in order behind the sends to its topic before it. A shutdown fails
+sharded sends); a send whose topic's count is not cached for a second more (the first, and one every
+30 s, or every second while no broker answers) asks the broker on a worker thread
+(``asyncio.to_thread``), so the event loop never waits for a broker. Sends in flight are bounded by
+librdkafka's queue (``queue.buffering.max.messages``, and its size in bytes): past it a send awaits
+room (its task waits, not the loop), in order behind the sends to its topic before it. A shutdown fails
 the futures of sends not acknowledged by its timeout (:class:`~rocketkafka.errors.SendError`), so no
 awaiter is left waiting.
 
@@ -24,24 +25,17 @@ awaiter is left waiting.
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 from functools import partial
 from typing import Any
 
-from confluent_kafka import KafkaError
-
 from rocketkafka.errors import StateError
-from rocketkafka.loop_acks import DEFAULT_QUEUE, LoopAcks, Report
+from rocketkafka.loop_acks import ACK_POLL_S, DEFAULT_QUEUE, LoopAcks, Report
 from rocketkafka.message import Message, SendResult, SendStatus, require_message
 from rocketkafka.producer import Producer
 from rocketkafka.queue_selectors import Selector
 from rocketkafka.record import Record
 from rocketkafka.sender import Sender
-
-#: A topic's partition count is looked up again (on a worker thread) this long after the last look-up (s): before
-#: the producer's own cache of it ages out (30 s), so no send on the loop waits for the broker.
-FRESH_S = 25.0
-
 
 class AsyncProducer:
     """Send messages with RocketMQ's semantics from asyncio code; every send is awaited for its result.
@@ -58,18 +52,21 @@ class AsyncProducer:
         self.producer = Producer(group_id, config, **options)
         self._acks: LoopAcks | None = None  # while started
         self._closing = False
-        self._fresh: dict[str, float] = {}  # topic -> until when the producer's partition count of it is fresh
+        self._start_lock = asyncio.Lock()  # two start() calls at once start one acknowledgement thread
         self._queued: dict[str, int] = {}  # topic -> sends waiting off the loop (later sends queue behind them)
         self._queues: dict[str, asyncio.Lock] = {}  # topic -> the order of those sends
 
     async def start(self) -> None:
         """Connect (on a worker thread: the broker's first answer may take a while). Started already: nothing."""
-        if self._acks is not None:
-            return
-        await asyncio.to_thread(self.producer.start)
+        async with self._start_lock:
+            if self._acks is None:
+                await asyncio.to_thread(self.producer.start)
+                self._acks = self._new_acks()
+
+    def _new_acks(self) -> LoopAcks:
         sender = self.producer.sender
         self._closing = False
-        self._acks = LoopAcks(sender.kafka, partial(_settle, sender.principal),
+        return LoopAcks(sender.kafka, partial(_settle, sender.principal),
                               int(sender.config.get("queue.buffering.max.messages", DEFAULT_QUEUE)),
                               f"async producer {self.producer.group_id}")
 
@@ -109,16 +106,19 @@ class AsyncProducer:
             raise StateError("async producer not started: use `async with AsyncProducer(...)` or await start()")
         topic = msg.topic
         delayed = msg.delay_time_level or msg.deliver_at is not None or msg.delay is not None
-        if delayed or self._queued.get(topic) or self._fresh.get(topic, 0.0) < time.monotonic() or acks.full():
-            # off the loop: a topic look-up, or a delayed message's routing (it may create the level topics), or
-            # librdkafka's queue is full; sends to the topic queue up behind it in order, so a sharding key's
-            # order holds
-            self._queued[topic] = self._queued.get(topic, 0) + 1
-            left = [False]  # the queue, once this send is on its way (or failed, or was cancelled, maybe unstarted)
-            task = asyncio.ensure_future(self._send_queued(msg, selector, arg, sharding_key, bool(delayed), left))
-            task.add_done_callback(lambda _task: self._leave_queue(topic, left))
-            return task
-        return self._send_now(msg, selector, arg, sharding_key)
+        if not (delayed or self._queued.get(topic) or not self.producer.sender.fresh(topic, 1.0) or acks.full()):
+            try:
+                return self._send_now(msg, selector, arg, sharding_key)
+            except BufferError:  # librdkafka's queue is full by size: this send waits for room as below
+                pass
+        # off the loop: a topic look-up (its count not cached for a second more), a delayed message's routing (it
+        # may create the level topics), or no room in librdkafka's queue; sends to the topic queue up behind it in
+        # order, so a sharding key's order holds
+        self._queued[topic] = self._queued.get(topic, 0) + 1
+        left = [False]  # the queue, once this send is on its way (or failed, or was cancelled, maybe unstarted)
+        task = asyncio.ensure_future(self._send_queued(msg, selector, arg, sharding_key, bool(delayed), left))
+        task.add_done_callback(lambda _task: self._leave_queue(topic, left))
+        return task
 
     async def _send_queued(self, msg: Message, selector: Selector | None, arg: Any, sharding_key: str | None,
                            delayed: bool, left: list[bool]) -> SendResult:
@@ -126,13 +126,17 @@ class AsyncProducer:
         async with self._queue_of(topic):  # asyncio's locks wake their waiters in order
             if acks is not None:
                 await acks.room()
-            if self._fresh.get(topic, 0.0) < time.monotonic():
+            if not sender.fresh(topic, 1.0):
                 await asyncio.to_thread(sender.look_up, topic, self.producer.send_timeout)
-                self._fresh[topic] = time.monotonic() + FRESH_S
             record = await asyncio.to_thread(sender.prepare, msg, selector, arg, sharding_key) if delayed else None
-            if self._closing:
-                raise StateError("async producer shut down before the send")
-            future = self._send_now(msg, selector, arg, sharding_key, record)
+            while True:
+                if self._closing:
+                    raise StateError("async producer shut down before the send")
+                try:
+                    future = self._send_now(msg, selector, arg, sharding_key, record)
+                    break
+                except BufferError:  # librdkafka's queue is full by size: it drains meanwhile
+                    await asyncio.sleep(ACK_POLL_S)
             self._leave_queue(topic, left)  # on its way: later sends to the topic need not queue for it
         return await future
 
@@ -151,6 +155,8 @@ class AsyncProducer:
                   record: Record | None = None) -> asyncio.Future[SendResult]:
         sender = self.producer.sender
         loop = asyncio.get_running_loop()
+        if threading.get_ident() not in sender.never_wait:  # a loop's thread: librdkafka's full queue raises here
+            sender.never_wait.add(threading.get_ident())
         future: asyncio.Future[SendResult] = loop.create_future()
         if record is None and (selector is not None or sharding_key is not None):
             record = sender.prepare(msg, selector, arg, sharding_key=sharding_key)
@@ -182,11 +188,11 @@ def _settle(principal: str | None, acks: list[Report]) -> None:
     a delay level's for a delayed message, as :meth:`Producer.send_sync` says; the send's id was set when it
     returned, before any acknowledgement reaches the loop)."""
     ok, result = _OK, SendResult
-    for future, sent, report in acks:
+    for future, sent, error, report in acks:
         if future.done():
             continue
-        if isinstance(report, KafkaError):
-            future.set_exception(Sender.result_error(sent[1], report, principal))
+        if error is not None:
+            future.set_exception(Sender.result_error(sent[1], error, principal))
         else:
             future.set_result(result(ok, sent[0], report.offset(), report.topic(), report.partition()))
 

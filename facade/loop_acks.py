@@ -28,8 +28,8 @@ ACK_POLL_S = 0.05
 #: librdkafka's default ``queue.buffering.max.messages``; 90% of it (or of the config's) is the most in flight.
 DEFAULT_QUEUE = 100_000
 
-#: What a loop gets: ``(future, tag, report)`` per record; the report is librdkafka's message or its error.
-Report = tuple["asyncio.Future[Any]", Any, Any]
+#: What a loop gets: ``(future, tag, err, msg)`` per record, librdkafka's delivery report (``err`` None: written).
+Report = tuple["asyncio.Future[Any]", Any, Any, Any]
 #: Resolves a loop's reports, on that loop.
 Settle = Callable[[list[Report]], None]
 
@@ -61,7 +61,11 @@ class LoopAcks:
     def track(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], tag: Any = None) -> \
             Callable[[Any, Any], None]:
         """One more record in flight; returns its ``on_delivery(err, msg)`` (call :meth:`untrack` if the produce
-        raised). ``tag`` travels to ``settle`` with the report."""
+        raised). ``tag`` travels to ``settle`` with the report.
+
+        Raises:
+            RuntimeError: the producer is closing (nothing would serve the record's report).
+        """
         def delivered(err: Any, msg: Any) -> None:  # the thread's poll (or the loop's, librdkafka's queue full)
             with self._count:  # as little as can be here: the result is made on the loop
                 self.in_flight -= 1
@@ -69,9 +73,11 @@ class LoopAcks:
                 batch = reports.get(loop)
                 if batch is None:
                     batch = reports[loop] = []
-                batch.append((future, tag, msg if err is None else err))
+                batch.append((future, tag, err, msg))
 
         with self._count:
+            if self._stopping:
+                raise RuntimeError("Producer closed")
             self.in_flight += 1
             first = self.in_flight == 1
         if first:  # the thread may be asleep
@@ -113,6 +119,10 @@ class LoopAcks:
             self._kafka.flush(1.0)  # the purged records' reports, failed
             log.warning("%s: %d records not acknowledged within %.1f s of closing; their futures fail", self.name,
                         left, timeout)
+        if self.in_flight > 0:  # tracked before the stop, produced after the flush (a produce on an executor)
+            self._kafka.flush(1.0)
+            self._kafka.purge()
+            self._kafka.flush(1.0)
         self.hand_over()
         return left
 
@@ -134,13 +144,18 @@ class LoopAcks:
             self.hand_over()
 
     def hand_over(self) -> None:
-        """The reports gathered so far, to their loops: one wake-up each."""
+        """The reports gathered so far, to their loops: one wake-up each, in the order the reports came (the
+        batches are scheduled under the lock, so two threads handing over cannot swap them)."""
         with self._count:
             if not self._reports:
                 return
             reports, self._reports = self._reports, {}
-        for loop, batch in reports.items():
-            _call_soon(loop, self._settle_on_loop, batch, self._room.get(loop))
+            for loop, batch in reports.items():
+                _call_soon(loop, self._settle_on_loop, batch, self._room.get(loop))
+            if len(self._room) > len(reports) and self.in_flight < self.window:
+                for loop, room in self._room.items():  # a loop waiting for room that had no report here
+                    if loop not in reports:
+                        _call_soon(loop, room.set)
 
     def _settle_on_loop(self, batch: list[Report], room: asyncio.Event | None) -> None:
         if room is not None:

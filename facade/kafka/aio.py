@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, cast
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaException
 from confluent_kafka.aio import AIOConsumer as _AIOConsumer
 from confluent_kafka.aio import AIOProducer as _AIOProducer
 from confluent_kafka.aio import _common  # the loop-side wrappers of config callbacks, as confluent-kafka's own
@@ -61,6 +61,7 @@ class AIOProducer(_AIOProducer):
         self._producer = Producer(conf)
         self._batch_size = batch_size
         self._is_closed = False
+        self._jobs: set[asyncio.Future[Any]] = set()  # produces running on the executor: close() waits for them
         queue = int(conf.get("queue.buffering.max.messages", DEFAULT_QUEUE))
         self._acks = LoopAcks(self._producer, _settle, queue, "AIOProducer")
 
@@ -105,7 +106,9 @@ class AIOProducer(_AIOProducer):
         # the broker first (the topic's existence or partition count, a delayed record's routing): on the executor,
         # shielded, so a cancelled caller cannot leave a produce running that is counted twice
         job = loop.run_in_executor(self.executor, _produce_waiting, producer, topic, value, key, args, kwargs)
+        self._jobs.add(job)
         job.add_done_callback(lambda done: acks.untrack() if not done.cancelled() and done.exception() else None)
+        job.add_done_callback(self._jobs.discard)
         await asyncio.shield(job)
         return future
 
@@ -144,6 +147,8 @@ class AIOProducer(_AIOProducer):
         if self._is_closed:
             return
         self._is_closed = True
+        if self._jobs:  # their records reach librdkafka before the last flush
+            await asyncio.gather(*list(self._jobs), return_exceptions=True)
         await asyncio.get_running_loop().run_in_executor(None, self._acks.stop, _flush_all(self._producer), -1.0)
         await asyncio.sleep(0)
         if self._owns_executor:
@@ -198,11 +203,10 @@ def _flush_all(producer: Any) -> Callable[[float], int]:
 
 def _settle(reports: list[Report]) -> None:
     """Resolve each future on its loop (after the record's own callback, if it has one)."""
-    for future, user_callback, report in reports:
-        error = report if isinstance(report, KafkaError) else None
+    for future, user_callback, error, msg in reports:
         if user_callback is not None:
             try:
-                user_callback(error, None if error is not None else report)
+                user_callback(error, msg)  # confluent-kafka's arguments: the message on a failure too
             except Exception as exc:  # noqa: BLE001 - the caller's bug fails its own future, not the others'
                 if not future.done():
                     future.set_exception(exc)
@@ -212,5 +216,4 @@ def _settle(reports: list[Report]) -> None:
         if error is not None:
             future.set_exception(KafkaException(error))
         else:
-            future.set_result(report)
-
+            future.set_result(msg)

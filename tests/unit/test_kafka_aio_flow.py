@@ -69,3 +69,40 @@ def test_a_cancelled_produce_on_the_executor_counts_once(monkeypatch):
         await producer.close()
 
     asyncio.run(main())
+
+
+def test_a_failed_delivery_gives_on_delivery_the_message_as_confluent_kafka_does():
+    async def main():
+        producer = kafka_aio.AIOProducer({**NOWHERE, "message.timeout.ms": 300})
+        kafka = producer._producer
+        kafka._known_topics = kafka._known_topics | {"t"}
+        seen = []
+        future = await producer.produce("t", b"x", on_delivery=lambda err, msg: seen.append((err, msg)))
+        with pytest.raises(KafkaException):
+            await asyncio.wait_for(future, 10)
+        await producer.close()
+        return seen
+
+    ((err, msg),) = asyncio.run(main())
+    assert err is not None and msg.topic() == "t" and msg.value() == b"x"
+
+
+def test_a_produce_still_on_the_executor_when_close_runs_is_resolved(monkeypatch):
+    produce = kafka_aio._produce_waiting
+
+    def slow(*args):
+        time.sleep(0.5)  # stands for the broker look-up of a topic not seen yet
+        return produce(*args)
+
+    monkeypatch.setattr(kafka_aio, "_produce_waiting", slow)
+
+    async def main():
+        producer = kafka_aio.AIOProducer(NOWHERE)
+        produced = asyncio.ensure_future(producer.produce("unknown", b"x"))
+        await asyncio.sleep(0.05)
+        await producer.close()  # waits for the produce on the executor, then flushes (the record times out)
+        future = await produced
+        with pytest.raises(KafkaException):
+            await asyncio.wait_for(future, 5)
+
+    asyncio.run(main())
