@@ -311,10 +311,9 @@ class ListenerHandler:
                 if status is CANCELLED:  # not handled: neither committed nor retried here
                     return self._progress(run, at, x)
                 if is_future(status):  # a coroutine answering with a future: its answer is the future's
-                    try:
-                        status = status.result()
-                    except Exception as exc:  # noqa: BLE001 - a failure, as the listener raising
-                        status = exc
+                    status = _future_answer(run, status)
+                    if status is CANCELLED:  # the lock's validity passed while it waited: handed again elsewhere
+                        return self._progress(run, at, x)
                 pause = self._answer(run, msgs[x], status)
                 if pause is not None:
                     return self._progress(run, at, x, pause)
@@ -425,3 +424,16 @@ class ListenerHandler:
 
 
 _FUTURE: Any = object()  # the orderly listener returned a future: pipelined
+
+
+def _future_answer(run: Run, future: Any) -> Any:
+    """The answer of a future an async listener returned, waited for in slices while the lock holds (a future
+    that never resolves must not hold the worker past its lock); ``CANCELLED`` once the lock's validity passed."""
+    while True:
+        try:
+            return future.result(timeout=LOCK_RECHECK_MS / 1000)
+        except TimeoutError:
+            if not run.still_ours():
+                return CANCELLED
+        except Exception as exc:  # noqa: BLE001 - a failure, as the listener raising
+            return exc

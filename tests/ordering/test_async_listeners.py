@@ -140,6 +140,32 @@ def test_concurrent_async_failures_retry_then_dead_letter(rk_settings, rk_topic,
     assert all(t == [0] for i, t in tries.items() if i not in (raising, later))
 
 
+def test_a_coroutine_answering_with_a_future_is_handled_by_the_futures_answer(rk_settings, rk_topic, rk_group,
+                                                                               produce):
+    from concurrent.futures import Future
+
+    topic = rk_topic(partitions=1)
+    ids = produce(topic, 4)
+    tries: dict[str, list[int]] = defaultdict(list)
+
+    async def listener(msg):
+        tries[msg.id].append(msg.reconsume_times)
+        answer: Future = Future()
+        status = ConsumeStatus.RECONSUME_LATER if msg.id == ids[1] and msg.reconsume_times == 0 \
+            else ConsumeStatus.CONSUME_SUCCESS
+        threading.Timer(0.2, answer.set_result, (status,)).start()  # decided later, elsewhere
+        return answer
+
+    c = PushConsumer(rk_group, settings=rk_settings, retry_backoff=False, **FAST)
+    c.subscribe(topic, listener)
+    c.start()
+    try:
+        assert wait_until(lambda: len(tries) == 4 and len(tries[ids[1]]) == 2, timeout=60), dict(tries)
+    finally:
+        c.shutdown()
+    assert tries[ids[1]] == [0, 1] and all(t == [0] for i, t in tries.items() if i != ids[1])
+
+
 def test_orderly_async_suspend_retries_in_place_then_dead_letters(rk_settings, rk_topic, rk_group, produce):
     topic = rk_topic(partitions=1)
     ids = produce(topic, 5)
