@@ -6,9 +6,11 @@ Both classes *are* confluent-kafka's (subclasses of ``confluent_kafka.aio.AIOPro
 awaitables, RocketMQ's extras as keywords (``produce(tags=..., keys=..., delay_level=...)``,
 ``subscribe(tags=...)``), and subscriptions owned through the Redis lock table.
 
-**AIOConsumer** is confluent-kafka's unchanged but for the client it drives: every call runs on its
-executor, one at a time, and the engine's ownership work runs inside ``poll()``/``consume()`` as
-with the sync drop-in.
+**AIOConsumer** is confluent-kafka's but for the client it drives, and one rule: calls run on its
+executor one at a time (a call from another task waits for the one running), since the engine's
+ownership work runs inside ``poll()``/``consume()`` as with the sync drop-in and has one writer. A
+call from inside a rebalance callback (``assign()`` in ``on_assign``) runs at once, as
+confluent-kafka's re-entrant calls do.
 
 **AIOProducer**: ``await produce(...)`` returns a future of the delivered ``Message`` (failing with
 ``KafkaException``), as confluent-kafka's. Where confluent-kafka buffers records and hands them to
@@ -183,6 +185,13 @@ class AIOConsumer(_AIOConsumer):
         _common.wrap_common_callbacks(loop, conf)
         _common.wrap_conf_callback(loop, conf, "on_commit")
         self._consumer = Consumer(conf)
+        self._one_at_a_time = asyncio.Lock()
+
+    async def _call(self, blocking_task: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if _common.ReentryContext.current_lock() is not None:  # from a callback of the call that holds the lock
+            return await super()._call(blocking_task, *args, **kwargs)
+        async with self._one_at_a_time:
+            return await super()._call(blocking_task, *args, **kwargs)
 
 
 def _produce_waiting(producer: Producer, topic: str, value: Any, key: Any, args: tuple[Any, ...],

@@ -69,6 +69,7 @@ def test_a_subscribed_consumer_reads_everything_and_commits(aio, conf, group, fi
 
     async def on_assign(consumer, partitions):
         assigned.extend((tp.topic, tp.partition) for tp in partitions)
+        await consumer.assign(partitions)  # a call from inside the callback of the poll() running: not serialised
 
     async def main():
         consumer = aio.AIOConsumer(conf(**{"group.id": group, "auto.offset.reset": "earliest",

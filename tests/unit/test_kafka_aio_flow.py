@@ -106,3 +106,23 @@ def test_a_produce_still_on_the_executor_when_close_runs_is_resolved(monkeypatch
             await asyncio.wait_for(future, 5)
 
     asyncio.run(main())
+
+
+def test_the_consumers_calls_from_several_tasks_run_one_at_a_time():
+    async def main():
+        consumer = kafka_aio.AIOConsumer({"bootstrap.servers": "127.0.0.1:1", "group.id": "g"})
+        running, most = [0], [0]
+
+        def slow_consume(*args, **kwargs):  # stands for poll()/consume() with the engine's work inside
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+            time.sleep(0.1)
+            running[0] -= 1
+            return []
+
+        consumer._consumer.consume = slow_consume
+        await asyncio.gather(*(consumer.consume(1, 0) for _ in range(4)))
+        await consumer.close()
+        return most[0]
+
+    assert asyncio.run(main()) == 1  # the engine inside has one writer at a time
