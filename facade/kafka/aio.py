@@ -10,7 +10,8 @@ awaitables, RocketMQ's extras as keywords (``produce(tags=..., keys=..., delay_l
 executor one at a time (a call from another task waits for the one running), since the engine's
 ownership work runs inside ``poll()``/``consume()`` as with the sync drop-in and has one writer. A
 call from inside a rebalance callback (``assign()`` in ``on_assign``) runs at once, as
-confluent-kafka's re-entrant calls do.
+confluent-kafka's re-entrant calls do. (Before confluent-kafka 2.16, which cannot tell such a call
+from another task's, calls are not serialised: call ``poll()``/``consume()``/``commit()`` from one task.)
 
 **AIOProducer**: ``await produce(...)`` returns a future of the delivered ``Message`` (failing with
 ``KafkaException``), as confluent-kafka's. Where confluent-kafka buffers records and hands them to
@@ -39,6 +40,9 @@ from rocketkafka.kafka import EXTRAS, Consumer, Producer
 from rocketkafka.loop_acks import ACK_POLL_S, DEFAULT_QUEUE, LoopAcks, Report
 
 __all__ = ["AIOConsumer", "AIOProducer"]
+
+#: confluent-kafka 2.16+ marks a call made from inside a callback of another (``None`` before: no such mark).
+_REENTRY = getattr(_common, "ReentryContext", None)
 
 #: produce()'s keywords that route a record through the delay levels (it may create their topics: not on the loop).
 _DELAYS = frozenset({"delay_level", "delay", "deliver_at"})
@@ -188,7 +192,7 @@ class AIOConsumer(_AIOConsumer):
         self._one_at_a_time = asyncio.Lock()
 
     async def _call(self, blocking_task: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        if _common.ReentryContext.current_lock() is not None:  # from a callback of the call that holds the lock
+        if _REENTRY is None or _REENTRY.current_lock() is not None:  # from a callback of the call holding the lock
             return await super()._call(blocking_task, *args, **kwargs)
         async with self._one_at_a_time:
             return await super()._call(blocking_task, *args, **kwargs)

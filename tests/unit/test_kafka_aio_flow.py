@@ -108,6 +108,8 @@ def test_a_produce_still_on_the_executor_when_close_runs_is_resolved(monkeypatch
     asyncio.run(main())
 
 
+@pytest.mark.skipif(kafka_aio._REENTRY is None, reason="confluent-kafka before 2.16 cannot tell a callback's call from "
+                                                       "another task's: AIOConsumer does not serialise there")
 def test_the_consumers_calls_from_several_tasks_run_one_at_a_time():
     async def main():
         consumer = kafka_aio.AIOConsumer({"bootstrap.servers": "127.0.0.1:1", "group.id": "g"})
