@@ -153,7 +153,8 @@ class LoopAcks:
             for loop, batch in reports.items():
                 _call_soon(loop, self._settle_on_loop, batch, self._room.get(loop))
             if len(self._room) > len(reports) and self.in_flight < self.window:
-                for loop, room in self._room.items():  # a loop waiting for room that had no report here
+                # a loop waiting for room that had no report here (a copy: another loop may add its event meanwhile)
+                for loop, room in list(self._room.items()):
                     if loop not in reports:
                         _call_soon(loop, room.set)
 
