@@ -65,7 +65,6 @@ class AIOProducer(_AIOProducer):
         conf = dict(producer_conf)
         _common.wrap_common_callbacks(self._loop, conf)
         self._producer = Producer(conf)
-        self._batch_size = batch_size
         self._is_closed = False
         self._jobs: set[asyncio.Future[Any]] = set()  # produces running on the executor: close() waits for them
         queue = int(conf.get("queue.buffering.max.messages", DEFAULT_QUEUE))
